@@ -1,0 +1,5 @@
+"""Allow `python -m linter`."""
+
+from linter.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The result record every output format and the Python API share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RelatedLocation:
+    """A second site a diagnostic refers to (e.g. where a model became bf16)."""
+
+    #: 1-based line number.
+    line: int
+    #: 1-based column number.
+    column: int
+    #: What happens at this site, in a few words.
+    message: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Diagnostic:
+    """One finding in one file; sorting orders by path, line, column, code."""
+
+    #: Path as given on the command line (or the stdin filename).
+    path: str
+    #: 1-based line number of the reported node's start.
+    line: int
+    #: 1-based column number of the reported node's start.
+    column: int
+    #: Stable rule code, e.g. ``AMP001``.
+    code: str
+    #: Human-readable explanation, one line.
+    message: str
+    #: The rule's kebab-case name, e.g. ``get-scale-every-step``.
+    name: str = field(default="", compare=False)
+    #: 1-based end line of the reported node.
+    end_line: int = field(default=0, compare=False)
+    #: 1-based end column (exclusive) of the reported node.
+    end_column: int = field(default=0, compare=False)
+    #: Other sites the finding refers to.
+    related: tuple[RelatedLocation, ...] = field(default=(), compare=False)

@@ -1,0 +1,112 @@
+"""The contract between the engine and the rules.
+
+A rule sees one parsed module through a `ModuleContext` and yields `Finding`s that point at CST
+nodes. The engine turns nodes into line/column positions only when there is something to report,
+so files without findings never pay for position metadata.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import libcst as cst
+from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A small, complete module used both as a test case and on the rule's docs page."""
+
+    #: Source code of the snippet.
+    code: str
+    #: 1-based lines where the rule must report; empty for a valid example.
+    lines: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOption:
+    """A setting users can change in ``[tool.amp-lint.<rule-name>]``."""
+
+    #: kebab-case key in pyproject.toml.
+    name: str
+    #: The Python type the value must have (``list`` means a list of strings).
+    type: type
+    #: Value used when the user sets nothing.
+    default: Any
+    #: One sentence for the docs.
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a rule reports: the node to point at, and why."""
+
+    #: Node whose start position becomes the diagnostic's line/column.
+    node: cst.CSTNode
+    #: One-line message.
+    message: str
+    #: Second sites, as (node, short description) pairs.
+    related: tuple[tuple[cst.CSTNode, str], ...] = field(default=())
+
+
+class ModuleContext:
+    """One parsed file, with libcst metadata resolved lazily and at most once per provider."""
+
+    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self._wrapper: MetadataWrapper | None = None
+        self._resolved: dict[type[BaseMetadataProvider[Any]], Mapping[cst.CSTNode, Any]] = {}
+
+    @property
+    def wrapper(self) -> MetadataWrapper:
+        # unsafe_skip_copy keeps node identity, so nodes a rule holds stay valid keys.
+        if self._wrapper is None:
+            self._wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+        return self._wrapper
+
+    def resolve(self, provider: type[BaseMetadataProvider[Any]]) -> Mapping[cst.CSTNode, Any]:
+        """Metadata of one provider for every node; computed on first use, then cached."""
+        if provider not in self._resolved:
+            self._resolved[provider] = self.wrapper.resolve(provider)
+        return self._resolved[provider]
+
+    def position(self, node: cst.CSTNode) -> CodeRange:
+        """Source range of ``node`` (1-based lines, 0-based columns, as libcst gives them)."""
+        return self.resolve(PositionProvider)[node]
+
+
+class Rule(abc.ABC):
+    """Base class of every rule. The class docstring is the rule's documentation page.
+
+    The docstring has ruff's sections, each a Markdown heading: ``## What it does``,
+    ``## Why is this bad?``, ``## Example``, ``## Use instead`` (and optionally ``## Options``).
+    """
+
+    #: Stable code, e.g. ``AMP001``.
+    code: ClassVar[str]
+    #: kebab-case name, e.g. ``get-scale-every-step``.
+    name: ClassVar[str]
+    #: One line for ``--list-rules``.
+    summary: ClassVar[str]
+    #: Plain substrings; a file that contains none of them is not parsed for this rule.
+    triggers: ClassVar[tuple[str, ...]]
+    #: Snippets the rule must not flag.
+    valid: ClassVar[tuple[Example, ...]]
+    #: Snippets the rule must flag, at the lines each one lists.
+    invalid: ClassVar[tuple[Example, ...]]
+    #: Settings read from ``[tool.amp-lint.<name>]``.
+    options: ClassVar[tuple[RuleOption, ...]] = ()
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        values = {option.name: option.default for option in self.options}
+        values.update(settings or {})
+        self.settings: Mapping[str, Any] = values
+
+    @abc.abstractmethod
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        """Yield the findings in one module."""
