@@ -39,3 +39,13 @@ class Diagnostic:
     end_column: int = field(default=0, compare=False)
     #: Other sites the finding refers to.
     related: tuple[RelatedLocation, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class FileError:
+    """A file (or folder) that could not be linted, or a rule that failed on it."""
+
+    #: Path as given on the command line (or the stdin filename).
+    path: str
+    #: Why, in one line, e.g. ``cannot parse: ... at line 3, column 5``.
+    message: str

@@ -1,27 +1,179 @@
-"""The `amp-lint` command: parse arguments, run the linter, choose the exit code."""
+"""The `amp-lint` command: parse arguments, run the linter, choose the exit code.
+
+Exit codes follow ruff: 0 clean, 1 findings, 2 a usage or configuration error, or a file that
+could not be read or parsed (the other files are still linted and reported).
+"""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from collections.abc import Sequence
 
-from linter import __version__
+from linter._selection import SelectorError, find_rule
+from linter._version import __version__
+from linter.api import STDIN, lint_paths
+from linter.config import ConfigError, load_settings
+from linter.report import FORMATS, format_error, format_statistics, summary_line
 from linter.rules import ALL_RULES
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+
+
+def _selectors(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (the docs generate the CLI reference from it)."""
     parser = argparse.ArgumentParser(
         prog="amp-lint",
         description="Find fp16 mixed-precision (AMP) pitfalls in PyTorch training code.",
+        epilog="Exit status: 0 no findings, 1 findings, 2 usage, configuration, read or parse "
+        "error. Settings come from the nearest pyproject.toml with a [tool.amp-lint] table.",
     )
-    parser.add_argument("paths", nargs="*", default=["."], help="files or folders to lint")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        default=["."],
+        metavar="PATH",
+        help="files or folders to lint (default: .); '-' reads standard input",
+    )
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        default="text",
+        help="output format (default: text)",
+    )
+    parser.add_argument(
+        "--select",
+        type=_selectors,
+        metavar="CODES",
+        help="comma-separated rule codes, prefixes or names to run (replaces the config's)",
+    )
+    parser.add_argument(
+        "--extend-select",
+        type=_selectors,
+        metavar="CODES",
+        help="rules to run in addition to those selected",
+    )
+    parser.add_argument(
+        "--ignore", type=_selectors, metavar="CODES", help="rules not to run (wins over select)"
+    )
+    parser.add_argument(
+        "--statistics", action="store_true", help="print the number of findings per rule"
+    )
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when there are findings"
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read settings from this pyproject.toml instead of searching for one",
+    )
+    parser.add_argument(
+        "--stdin-filename",
+        metavar="NAME",
+        help="the name standard input ('-') has in output and for per-file-ignores",
+    )
+    parser.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply the excludes to files named on the command line too (for pre-commit)",
+    )
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive,
+        metavar="N",
+        help="worker processes for many files (default: one per CPU)",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="print findings and errors only, no summary"
+    )
+    parser.add_argument(
+        "--explain", metavar="CODE", help="print the documentation of a rule (code or name)"
+    )
+    parser.add_argument(
+        "--list-rules", action="store_true", help="print every rule's code, name and summary"
+    )
     parser.add_argument("--version", action="version", version=f"amp-lint {__version__}")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    build_parser().parse_args(argv)
+    """Run the command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    if args.list_rules:
+        return _list_rules()
+    if args.explain is not None:
+        return _explain(args.explain)
+    try:
+        settings = load_settings(args.config)
+        result = lint_paths(
+            args.paths,
+            select=args.select,
+            ignore=args.ignore,
+            extend_select=args.extend_select,
+            settings=settings,
+            jobs=args.jobs,
+            force_exclude=args.force_exclude,
+            stdin_filename=args.stdin_filename,
+        )
+    except (ConfigError, SelectorError) as error:
+        return _usage_error(str(error))
+    if STDIN not in args.paths and args.stdin_filename is not None:
+        print("amp-lint: warning: --stdin-filename is used only with '-'", file=sys.stderr)
+    if args.statistics:
+        sys.stdout.write(format_statistics(result, ALL_RULES))
+    else:
+        sys.stdout.write(FORMATS[args.format](result, ALL_RULES))
+    for error in result.errors:
+        print(format_error(error), file=sys.stderr)
+    if args.format == "text" and not args.quiet:
+        print(summary_line(result), file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
+    if result.diagnostics and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _usage_error(message: str) -> int:
+    print(f"amp-lint: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _list_rules() -> int:
     if not ALL_RULES:
-        print("amp-lint: no rules are registered yet; nothing was checked", file=sys.stderr)
-    return 0
+        print("amp-lint: no rules are registered", file=sys.stderr)
+    for rule in ALL_RULES:
+        print(f"{rule.code}\t{rule.name}\t{rule.summary}")
+    return EXIT_CLEAN
+
+
+def _explain(code_or_name: str) -> int:
+    rule = find_rule(code_or_name, ALL_RULES)
+    if rule is None:
+        return _usage_error(f"--explain: unknown rule {code_or_name!r}")
+    print(f"# {rule.name} ({rule.code})\n")
+    print(f"{rule.summary}\n")
+    print(inspect.cleandoc(rule.__doc__ or ""))
+    if rule.options:
+        print("\n## Options\n")
+        for option in rule.options:
+            print(f"- `{option.name}` (default `{option.default!r}`): {option.doc}")
+    return EXIT_CLEAN

@@ -1,0 +1,104 @@
+"""Which files a lint run reads.
+
+Folders are walked for ``*.py`` files (stubs, ``*.pyi``, hold no training code to check), in a
+sorted, deterministic order, skipping the ``exclude``/``extend-exclude`` globs and every
+virtualenv (a folder holding ``pyvenv.cfg``, whatever its name). Symbolic links to folders are
+not followed during a walk (as git, ruff and black do), so a link loop cannot trap it; linked
+files are read. A file named on the command line is linted whatever its name or the excludes say,
+unless ``force_exclude`` is set: pre-commit names every changed file, and ``--force-exclude`` lets
+the excludes apply there too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from linter._diagnostic import FileError
+from linter._patterns import PathPattern, any_match, relative_to_root
+
+#: Suffixes a folder walk collects.
+PYTHON_SUFFIXES: tuple[str, ...] = (".py",)
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """The outcome of expanding the command line's paths."""
+
+    #: Files to lint, as display paths, in walk order without duplicates.
+    files: tuple[str, ...]
+    #: Paths that could not be listed or do not exist.
+    errors: tuple[FileError, ...]
+
+
+class Excluder:
+    """Decides whether a path is excluded, given globs relative to a root folder."""
+
+    def __init__(self, patterns: Sequence[str], root: str) -> None:
+        self.patterns = tuple(PathPattern(pattern) for pattern in patterns)
+        self.root = root
+
+    def excluded(self, path: str) -> bool:
+        return any_match(self.patterns, relative_to_root(path, self.root))
+
+
+def discover(paths: Sequence[str], excluder: Excluder, *, force_exclude: bool) -> Discovered:
+    """Expand files and folders into the Python files to lint."""
+    files: dict[str, None] = {}
+    errors: list[FileError] = []
+    for given in paths:
+        path = os.path.normpath(given)
+        if not os.path.lexists(path):
+            errors.append(FileError(given, "no such file or directory"))
+        elif force_exclude and excluder.excluded(path):
+            continue
+        elif os.path.isdir(path):
+            _walk(path, excluder, files, errors)
+        else:
+            # Anything else, a broken or looping link included, is read (and reported) as a file.
+            files[path] = None
+    return Discovered(tuple(files), tuple(errors))
+
+
+def _walk(top: str, excluder: Excluder, files: dict[str, None], errors: list[FileError]) -> None:
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError as error:
+            errors.append(FileError(folder, f"cannot list folder: {_reason(error)}"))
+            continue
+        subfolders = []
+        for entry in entries:
+            path = os.path.join(folder, entry.name)
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            if is_folder:
+                if not excluder.excluded(path) and not os.path.exists(
+                    os.path.join(path, "pyvenv.cfg")
+                ):
+                    subfolders.append(path)
+            elif (
+                entry.name.endswith(PYTHON_SUFFIXES)
+                and not _is_folder_link(entry)
+                and not excluder.excluded(path)
+            ):
+                files[path] = None
+        # Depth first, in name order: push in reverse so the first name is visited first.
+        pending.extend(reversed(subfolders))
+
+
+def _is_folder_link(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_symlink() and entry.is_dir()
+    except OSError:
+        return False
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)

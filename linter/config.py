@@ -1,0 +1,233 @@
+"""Settings from the nearest ``pyproject.toml`` with a ``[tool.amp-lint]`` table.
+
+Like ruff, the search starts in the current directory and walks up; a ``pyproject.toml`` without
+the table is passed over. Globs in ``exclude`` and ``per-file-ignores`` are relative to the folder
+that holds the file that set them. Anything unknown or mistyped is an error naming the key and
+the file: a silently ignored typo in a lint config is a check that never runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from linter._rule import Rule, RuleOption
+from linter._selection import SelectorError, check_selectors
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+#: Folder names a folder walk never enters (``exclude`` replaces this list, as in ruff).
+DEFAULT_EXCLUDE: tuple[str, ...] = (
+    ".git",
+    ".hg",
+    ".svn",
+    ".bzr",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "*.egg-info",
+    "build",
+    "dist",
+    "__pycache__",
+    "node_modules",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+)
+
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+_KNOWN_KEYS = frozenset((*_LIST_KEYS, "per-file-ignores"))
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a lint run takes from configuration; the defaults run every rule."""
+
+    #: Selectors of the rules to run: codes, prefixes, names, or ``ALL``.
+    select: tuple[str, ...] = ("ALL",)
+    #: Selectors of the rules not to run; ignoring wins over selecting.
+    ignore: tuple[str, ...] = ()
+    #: Selectors added to ``select`` (so a command line ``--select`` can keep them).
+    extend_select: tuple[str, ...] = ()
+    #: Globs a folder walk skips; replaces `DEFAULT_EXCLUDE`.
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    #: Globs a folder walk skips, in addition to ``exclude``.
+    extend_exclude: tuple[str, ...] = ()
+    #: (glob, selectors) pairs: rules not run on files the glob matches.
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Rule code to the options set in ``[tool.amp-lint.<rule-name>]``.
+    rule_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Folder the globs are relative to; ``None`` means the current directory.
+    root: str | None = None
+    #: The file these settings came from, if any.
+    source: str | None = None
+
+    def with_overrides(
+        self,
+        *,
+        select: Sequence[str] | None = None,
+        ignore: Sequence[str] | None = None,
+        extend_select: Sequence[str] | None = None,
+    ) -> Settings:
+        """These settings with command-line choices applied: ``select`` replaces, the rest add."""
+        return replace(
+            self,
+            select=self.select if select is None else tuple(select),
+            ignore=(*self.ignore, *(ignore or ())),
+            extend_select=(*self.extend_select, *(extend_select or ())),
+        )
+
+
+def find_config(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` (default: cwd) with our table."""
+    folder = Path(start if start is not None else os.getcwd()).absolute()
+    for candidate_folder in (folder, *folder.parents):
+        candidate = candidate_folder / "pyproject.toml"
+        if candidate.is_file() and _has_table(candidate):
+            return candidate
+    return None
+
+
+def _has_table(path: Path) -> bool:
+    try:
+        document = _read_toml(path)
+    except ConfigError:
+        # A broken pyproject.toml only matters if it is ours; `load_settings` reports it then.
+        return b"[tool.amp-lint" in path.read_bytes()
+    return isinstance(document.get("tool"), dict) and "amp-lint" in document["tool"]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as stream:
+            return tomllib.load(stream)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def load_settings(
+    config: str | os.PathLike[str] | None = None,
+    *,
+    start: str | os.PathLike[str] | None = None,
+    rules: Sequence[type[Rule]] | None = None,
+) -> Settings:
+    """Settings from ``config``, or from the nearest configured ``pyproject.toml``, or defaults.
+
+    ``rules`` (default: every registered rule) is what selectors and option tables are checked
+    against.
+    """
+    if rules is None:
+        from linter.rules import ALL_RULES
+
+        rules = ALL_RULES
+    path = Path(config) if config is not None else find_config(start)
+    if path is None:
+        return Settings()
+    document = _read_toml(path)
+    tool = document.get("tool", {})
+    table = tool.get("amp-lint") if isinstance(tool, dict) else None
+    if table is None:
+        raise ConfigError(f"{path}: no [tool.amp-lint] table")
+    return settings_from_table(table, path=str(path), rules=rules)
+
+
+def settings_from_table(
+    table: Mapping[str, Any], *, path: str, rules: Sequence[type[Rule]]
+) -> Settings:
+    """Validate a ``[tool.amp-lint]`` table (already parsed) and turn it into `Settings`."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{path}: [tool.amp-lint] must be a table")
+    by_name = {rule.name: rule for rule in rules}
+    values: dict[str, Any] = {}
+    rule_options: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if key in _LIST_KEYS:
+            values[key.replace("-", "_")] = _string_list(value, f"{path}: {key}")
+        elif key == "per-file-ignores":
+            values["per_file_ignores"] = _per_file_ignores(value, path)
+        elif key in by_name:
+            rule = by_name[key]
+            rule_options[rule.code] = _rule_options(rule, value, path)
+        else:
+            raise ConfigError(f"{path}: unknown key {key!r} in [tool.amp-lint]")
+    try:
+        for key in ("select", "ignore", "extend_select"):
+            check_selectors(values.get(key, ()), rules, f"{path}: {key.replace('_', '-')}")
+        for pattern, selectors in values.get("per_file_ignores", ()):
+            check_selectors(selectors, rules, f"{path}: per-file-ignores {pattern!r}")
+    except SelectorError as error:
+        raise ConfigError(str(error)) from None
+    return Settings(
+        **values,
+        rule_options=rule_options,
+        root=str(Path(path).absolute().parent),
+        source=path,
+    )
+
+
+def _string_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _per_file_ignores(value: Any, path: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}: per-file-ignores: expected a table of glob = [codes]")
+    return tuple(
+        (pattern, _string_list(codes, f"{path}: per-file-ignores {pattern!r}"))
+        for pattern, codes in value.items()
+    )
+
+
+def _rule_options(rule: type[Rule], value: Any, path: str) -> dict[str, Any]:
+    where = f"{path}: [tool.amp-lint.{rule.name}]"
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a table of options")
+    options = {option.name: option for option in rule.options}
+    checked: dict[str, Any] = {}
+    for key, setting in value.items():
+        option = options.get(key)
+        if option is None:
+            known = ", ".join(sorted(options)) or "none"
+            raise ConfigError(f"{where}: unknown option {key!r} (known: {known})")
+        if not _has_option_type(option, setting):
+            raise ConfigError(f"{where}: {key} must be {_describe_type(option)}, got {setting!r}")
+        checked[key] = list(setting) if option.type in (list, tuple) else setting
+    return checked
+
+
+def _has_option_type(option: RuleOption, value: Any) -> bool:
+    expected = option.type
+    if expected in (list, tuple):
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if expected is bool:
+        return isinstance(value, bool)
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+def _describe_type(option: RuleOption) -> str:
+    if option.type in (list, tuple):
+        return "a list of strings"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+        option.type, f"of type {option.type.__name__}"
+    )
