@@ -1,3 +1,21 @@
 """ampscale's reference dynamic loss scaler: a drop-in for ``torch.amp.GradScaler``."""
 
-__all__: list[str] = []
+from ._checkpoint_inspect import (
+    CheckpointError,
+    CheckpointReport,
+    DtypeCount,
+    SkippedFile,
+    inspect_checkpoint,
+)
+from ._fp16_compat import Fp16CompatReport, Fp16Offender, check_fp16_compat
+
+__all__: list[str] = [
+    "CheckpointError",
+    "CheckpointReport",
+    "DtypeCount",
+    "Fp16CompatReport",
+    "Fp16Offender",
+    "SkippedFile",
+    "check_fp16_compat",
+    "inspect_checkpoint",
+]
