@@ -1,0 +1,762 @@
+"""``GradScaler``: torch's dynamic loss scaler, drop-in, without its collapse and surprise syncs."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import math
+import numbers
+import warnings
+import weakref
+from collections import abc, defaultdict
+from typing import Any, overload
+
+import torch
+from torch.amp.grad_scaler import OptState
+
+from scaler import _scale_update
+from scaler._errors import ScalerArgumentError, ScalerUsageError
+from scaler._fused_support import fused_step_is_safe
+from scaler._grad_groups import GradGroups
+from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
+from scaler._scale_update import (
+    EVENT_BELOW_ONE,
+    EVENT_FLOOR_HIT,
+    FP32_MAX,
+    SAFETY_FLOOR,
+    ScaleState,
+)
+
+__all__ = ["GradScaler", "OptState"]
+
+#: The keys of torch's state dict; ours adds underscore keys that torch's loader ignores.
+TORCH_STATE_KEYS = (
+    "scale",
+    "growth_factor",
+    "backoff_factor",
+    "growth_interval",
+    "_growth_tracker",
+)
+_HYSTERESIS_KEY = "_hysteresis_tracker"
+_STATS_KEY = "_ampscale_stats"
+
+_NO_SCALE_FIX = (
+    "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the "
+    "iteration."
+)
+
+
+def _fresh_optimizer_state() -> dict[str, Any]:
+    # Module level (not a lambda) so that the defaultdict pickles, as torch's does.
+    return {"stage": OptState.READY, "found_inf_per_device": {}}
+
+
+def _cuda_definitely_unavailable() -> bool:
+    return not torch.cuda.is_available() and importlib.util.find_spec("torch_xla") is None
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+class GradScaler:
+    """Dynamic loss scaling for fp16 mixed precision; a drop-in for ``torch.amp.GradScaler``.
+
+    Same constructor, methods, per-optimizer state machine, errors, state-dict keys and, in the
+    default configuration, the same scale trajectory and parameters as torch. It differs where
+    torch is unsafe or slow:
+
+    * **The scale can fall below 1 — and in torch, to 0.** Every overflow halves the scale. When a
+      model overflows fp16 at *any* scale (typically one pretrained in bf16, whose activations
+      exceed fp16's 65504), every step overflows, every step is skipped, and the scale halves
+      forever: below 1 after 17 steps from 2**16, the subnormal 2**-128 after 144, where
+      ``1/scale`` overflows fp32 to inf so the next clean step writes inf/NaN into the
+      parameters, and exactly 0 after ~166, for good. torch does not tell you, because looking
+      costs a sync. Ours never goes below a safety floor (2**-126, or ``min_scale``) whose
+      reciprocal is finite, so parameters stay finite; it counts floor hits and steps below 1 on
+      the device, and ``below_one="warn"``/``"raise"`` reports the event at the next point the
+      host sees the scale anyway (``get_scale()``, ``state_dict()``, ``check()``). To watch
+      without a sync, read ``stats()`` at your log interval. A scale below 1 means fp16 is the
+      wrong format for this model: train in bf16 or fp32.
+    * **No surprise syncs.** ``scale``, ``unscale_``, ``update`` and all bookkeeping never wait
+      for the device; fused Adam/AdamW step with no sync. ``get_scale()`` syncs (as in torch).
+    * **Fused SGD with momentum is safe**: torch's fused SGD keeps uninitialised momentum
+      buffers when its first step is skipped; ours takes the unfused path until they exist.
+    * **Faster**: gradients are regrouped by device and dtype only when their layout changes.
+
+    Example::
+
+        scaler = GradScaler("cuda", below_one="warn")
+        for inputs, target in data:
+            optimizer.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = loss_fn(model(inputs), target)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    Args (positional ones as torch's):
+        device: device type of the scaled tensors ("cuda", "cpu", ...). "cuda" without CUDA
+            warns and disables the scaler, as torch does.
+        init_scale: initial scale.
+        growth_factor: multiplier after ``growth_interval`` clean steps (> 1).
+        backoff_factor: multiplier after an overflow (in (0, 1)).
+        growth_interval: clean steps needed before growing.
+        enabled: ``False`` makes every method a pass-through.
+        min_scale: keyword-only floor (default: the 2**-126 safety floor only).
+        max_scale: keyword-only cap (default: none).
+        hysteresis: keyword-only; overflows needed before backing off (1 = torch). See
+            ``scaler._scale_update._update_with_hysteresis`` for the semantics and why.
+        below_one: keyword-only; "ignore" (torch's behaviour), "warn"
+            (:class:`ScaleBelowOneWarning`) or "raise" (:class:`ScaleBelowOneError`), deferred to
+            the next point where the host reads the scale.
+    """
+
+    def __init__(
+        self,
+        device: str = "cuda",
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+        *,
+        min_scale: float | None = None,
+        max_scale: float | None = None,
+        hysteresis: int = 1,
+        below_one: BelowOnePolicy = "ignore",
+    ) -> None:
+        if isinstance(device, torch.device):
+            device = device.type
+        if not isinstance(device, str):
+            raise ScalerArgumentError(f"device must be a device type string, got {device!r}")
+        if not isinstance(enabled, bool):
+            raise ScalerArgumentError(f"enabled must be a bool, got {enabled!r}")
+        self._device = device
+        self._enabled = enabled
+        self._min_scale, self._max_scale = _check_bounds(min_scale, max_scale)
+        if not _is_int(hysteresis) or hysteresis < 1:
+            raise ScalerArgumentError(f"hysteresis must be an int >= 1, got {hysteresis!r}")
+        if below_one not in BELOW_ONE_POLICIES:
+            raise ScalerArgumentError(
+                f"below_one must be one of {', '.join(map(repr, BELOW_ONE_POLICIES))}, "
+                f"got {below_one!r}"
+            )
+        self._hysteresis = int(hysteresis)
+        self._below_one = below_one
+        if device == "cuda" and enabled and _cuda_definitely_unavailable():
+            warnings.warn(
+                "GradScaler is enabled, but CUDA is not available.  Disabling.", stacklevel=2
+            )
+            self._enabled = False
+        if not self._enabled:
+            return
+        _check_growth_factor(growth_factor)
+        _check_backoff_factor(backoff_factor)
+        _check_growth_interval(growth_interval)
+        self._init_scale = _check_scale("init_scale", init_scale, self._floor, self._cap)
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._init_growth_tracker = 0
+        self._init_hysteresis_tracker = self._hysteresis
+        #: Host copy of counters to restore when the device state is created (after a load or
+        #: unpickling); None means fresh.
+        self._init_stats: dict[str, list] | None = None
+        self._state: ScaleState | None = None
+        self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_fresh_optimizer_state)
+        self._grad_groups: weakref.WeakKeyDictionary[torch.optim.Optimizer, GradGroups] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # ----------------------------------------------------------------- configuration
+
+    @property
+    def _floor(self) -> float:
+        return self._min_scale if self._min_scale is not None else SAFETY_FLOOR
+
+    @property
+    def _cap(self) -> float:
+        return self._max_scale if self._max_scale is not None else FP32_MAX
+
+    @property
+    def _scale(self) -> torch.Tensor | None:
+        """The scale tensor, or None before the first ``scale()`` (torch's attribute)."""
+        return None if self._state is None else self._state.scale
+
+    @property
+    def _growth_tracker(self) -> torch.Tensor | None:
+        return None if self._state is None else self._state.growth_tracker
+
+    def get_growth_factor(self) -> float:
+        """The multiplier applied after ``growth_interval`` clean steps."""
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        """Set the growth multiplier (> 1)."""
+        _check_growth_factor(new_factor, name="new_factor")
+        self._growth_factor = float(new_factor)
+
+    def get_backoff_factor(self) -> float:
+        """The multiplier applied after an overflow."""
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        """Set the backoff multiplier (in (0, 1))."""
+        _check_backoff_factor(new_factor, name="new_factor")
+        self._backoff_factor = float(new_factor)
+
+    def get_growth_interval(self) -> int:
+        """The number of consecutive clean steps before the scale grows."""
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        """Set the growth interval (an int >= 1)."""
+        _check_growth_interval(new_interval, name="new_interval")
+        self._growth_interval = int(new_interval)
+
+    def is_enabled(self) -> bool:
+        """Whether scaling is on (False also after "cuda" was requested without CUDA)."""
+        return self._enabled
+
+    # ----------------------------------------------------------------- the training step
+
+    def _lazy_init(self, device: torch.device) -> ScaleState:
+        state = ScaleState(
+            device, self._init_scale, self._init_growth_tracker, self._init_hysteresis_tracker
+        )
+        if self._init_stats is not None:
+            state.counters.copy_(torch.tensor(self._init_stats["counters"], dtype=torch.int64))
+            state.scale_range.copy_(
+                torch.tensor(self._init_stats["scale_range"], dtype=torch.float32)
+            )
+            self._init_stats = None
+        self._state = state
+        return state
+
+    def _require_state(self, funcname: str) -> ScaleState:
+        if self._state is None:
+            raise ScalerUsageError(f"Attempted {funcname} but _scale is None.  " + _NO_SCALE_FIX)
+        return self._state
+
+    @overload
+    def scale(self, outputs: torch.Tensor) -> torch.Tensor: ...
+
+    @overload
+    def scale(self, outputs: list[torch.Tensor]) -> list[torch.Tensor]: ...
+
+    @overload
+    def scale(self, outputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]: ...
+
+    @overload
+    def scale(self, outputs: abc.Iterable[torch.Tensor]) -> abc.Iterable[torch.Tensor]: ...
+
+    def scale(self, outputs):
+        """Multiply a tensor, or nested lists/tuples/iterables of tensors, by the scale.
+
+        The scale is created lazily, in fp32, on the device of the first tensor scaled.
+        """
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, torch.Tensor):
+            state = self._state or self._lazy_init(outputs.device)
+            return outputs * state.scale.to(device=outputs.device, non_blocking=True)
+        per_device: dict[torch.device, torch.Tensor] = {}
+
+        def apply(value):
+            if isinstance(value, torch.Tensor):
+                state = self._state or self._lazy_init(value.device)
+                scale = per_device.get(value.device)
+                if scale is None:
+                    scale = state.scale.to(device=value.device, non_blocking=True, copy=True)
+                    per_device[value.device] = scale
+                return value * scale
+            if isinstance(value, abc.Iterable):
+                scaled = map(apply, value)
+                return type(value)(scaled) if isinstance(value, (list, tuple)) else scaled
+            raise ValueError("outputs must be a Tensor or an iterable of Tensors")
+
+        return apply(outputs)
+
+    def _unscale_grads_(
+        self,
+        optimizer: torch.optim.Optimizer,
+        inv_scale: torch.Tensor,
+        found_inf: torch.Tensor,
+        allow_fp16: bool,
+    ) -> dict[torch.device, torch.Tensor]:
+        """Unscale (or only check) the optimizer's grads; one found-inf flag per device."""
+        groups = self._grad_groups.get(optimizer)
+        if groups is None:
+            groups = self._grad_groups[optimizer] = GradGroups()
+        found_inf_per_device: dict[torch.device, torch.Tensor] = {}
+        inv_scale_per_device: dict[torch.device, torch.Tensor] = {}
+        with torch.no_grad():
+            for device, _, grads in groups.group(optimizer.param_groups, allow_fp16):
+                device_found_inf = found_inf_per_device.get(device)
+                if device_found_inf is None:
+                    device_found_inf = found_inf.to(device, non_blocking=True, copy=True)
+                    found_inf_per_device[device] = device_found_inf
+                    inv_scale_per_device[device] = inv_scale.to(device, non_blocking=True)
+                torch._amp_foreach_non_finite_check_and_unscale_(
+                    grads, device_found_inf, inv_scale_per_device[device]
+                )
+        return found_inf_per_device
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        """Divide the optimizer's gradients by the scale, in place, and record inf/NaN.
+
+        Optional: call it before clipping or inspecting gradients; ``step()`` does it otherwise.
+        At most once per optimizer per iteration. No sync. Sparse fp16 gradients are coalesced
+        first, which replaces ``param.grad``.
+        """
+        if not self._enabled:
+            return
+        state = self._require_state("unscale_")
+        optimizer_state = self._per_optimizer_states[id(optimizer)]
+        if optimizer_state["stage"] is OptState.UNSCALED:
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update()."
+            )
+        if optimizer_state["stage"] is OptState.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        # The reciprocal in fp64, as torch does, so unscaled gradients are torch's to the bit.
+        scale = state.scale
+        if scale.device.type == "mps":
+            inv_scale = scale.reciprocal()
+        else:
+            inv_scale = scale.double().reciprocal().float()
+        found_inf = torch.zeros((), dtype=torch.float32, device=scale.device)
+        optimizer_state["found_inf_per_device"] = self._unscale_grads_(
+            optimizer, inv_scale, found_inf, False
+        )
+        optimizer_state["stage"] = OptState.UNSCALED
+
+    def _check_inf_per_device(self, optimizer: torch.optim.Optimizer) -> dict[torch.device, Any]:
+        """Record inf/NaN in the (still scaled) grads without unscaling (fused-optimizer path)."""
+        state = self._require_state("_check_inf_per_device")
+        one = torch.ones((), dtype=torch.float32, device=state.scale.device)
+        found_inf = torch.zeros((), dtype=torch.float32, device=state.scale.device)
+        optimizer_state = self._per_optimizer_states[id(optimizer)]
+        optimizer_state["found_inf_per_device"] = self._unscale_grads_(
+            optimizer, one, found_inf, True
+        )
+        return optimizer_state["found_inf_per_device"]
+
+    def _found_inf_per_device(self, optimizer: torch.optim.Optimizer) -> dict[torch.device, Any]:
+        return self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+
+    def _combined_found_inf(self, optimizer_state: dict[str, Any]) -> torch.Tensor:
+        # Clamped to 1: torch's fused kernels skip only when found_inf == 1.0, and a sum over
+        # two devices that both overflowed would be 2.0.
+        scale = self._require_state("step").scale
+        flags = list(optimizer_state["found_inf_per_device"].values())
+        combined = _scale_update.combine_found_inf(flags, scale.device)
+        return combined.clamp(max=1.0) if len(flags) > 1 else combined
+
+    def step(self, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
+        """Unscale (unless ``unscale_`` ran) and call ``optimizer.step()`` if grads are finite.
+
+        Returns what ``optimizer.step`` returns, or None when the step is skipped. Closures are
+        not supported. Fused Adam/AdamW/Adagrad (and fused SGD once its momentum buffers exist)
+        skip inside their own kernel, with no sync; other optimizers need one sync to decide.
+        """
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        state = self._require_state("step")
+        optimizer_state = self._per_optimizer_states[id(optimizer)]
+        if optimizer_state["stage"] is OptState.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if getattr(optimizer, "_step_supports_amp_scaling", False) and fused_step_is_safe(
+            optimizer
+        ):
+            return self._fused_step(optimizer, optimizer_state, state, args, kwargs)
+        if optimizer_state["stage"] is OptState.READY:
+            self.unscale_(optimizer)
+        if not optimizer_state["found_inf_per_device"]:
+            raise ScalerUsageError("No inf checks were recorded for this optimizer.")
+        found_inf = self._combined_found_inf(optimizer_state)
+        optimizer_state["found_inf"] = found_inf
+        retval = None
+        if not found_inf.item():  # the one sync a non-fused optimizer needs
+            retval = optimizer.step(*args, **kwargs)
+        optimizer_state["stage"] = OptState.STEPPED
+        return retval
+
+    def _fused_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        optimizer_state: dict[str, Any],
+        state: ScaleState,
+        args: tuple,
+        kwargs: dict,
+    ) -> Any:
+        passes_itself = "grad_scaler" in inspect.signature(optimizer.step).parameters
+        if passes_itself:
+            warnings.warn(
+                "GradScaler is going to stop passing itself as a keyword argument to the passed "
+                "optimizer. In the near future GradScaler registers `grad_scale: Tensor` and "
+                "`found_inf: Tensor` to the passed optimizer and let the optimizer use them "
+                "directly.",
+                FutureWarning,
+                stacklevel=3,
+            )
+            kwargs = {**kwargs, "grad_scaler": self}
+        else:
+            if optimizer_state["stage"] is OptState.READY:
+                self._check_inf_per_device(optimizer)
+            found_inf = self._combined_found_inf(optimizer_state)
+            optimizer_state["found_inf"] = found_inf
+            # After unscale_ the grads are already unscaled: keep only a scale the user set.
+            if optimizer_state["stage"] is OptState.UNSCALED:
+                grad_scale = getattr(optimizer, "grad_scale", None)
+            else:
+                grad_scale = state.scale * getattr(optimizer, "grad_scale", 1)
+            optimizer.grad_scale = grad_scale
+            optimizer.found_inf = found_inf
+        try:
+            retval = optimizer.step(*args, **kwargs)
+        finally:
+            if not passes_itself:
+                del optimizer.grad_scale
+                del optimizer.found_inf
+        optimizer_state["stage"] = OptState.STEPPED
+        return retval
+
+    def update(self, new_scale: float | torch.Tensor | None = None) -> None:
+        """Update the scale at the end of the iteration, on the device, without a sync.
+
+        After an overflow in any optimizer the scale is multiplied by ``backoff_factor`` (after
+        ``hysteresis`` overflows); after ``growth_interval`` clean steps, by ``growth_factor``.
+        ``new_scale`` (a float, or a 1-element tensor on the scaler's device) sets it instead.
+
+        .. warning::
+            The scale may fall below 1. That happens when gradients overflow fp16 whatever the
+            scale — typically a model pretrained in bf16 trained in fp16 — so every step is
+            skipped and the scale keeps shrinking. In torch it reaches 2**-128 after 144
+            straight overflows from 2**16, where ``1/scale`` is inf in fp32 and the next clean
+            step writes inf/NaN into the parameters, and 0 after ~166, where it stays. Ours stops
+            at a floor whose reciprocal is finite (``min_scale`` or 2**-126), counts floor hits
+            and steps below 1 on the device, and with ``below_one="warn"``/``"raise"`` reports
+            it when the host next reads the scale. To check without a sync, read ``stats()``
+            (one transfer) at a log interval rather than ``get_scale()`` every step.
+        """
+        if not self._enabled:
+            return
+        state = self._require_state("update")
+        if new_scale is not None:
+            self._set_scale(state, new_scale)
+        else:
+            found_infs = [
+                found_inf
+                for optimizer_state in self._per_optimizer_states.values()
+                for found_inf in optimizer_state["found_inf_per_device"].values()
+            ]
+            if not found_infs:
+                raise ScalerUsageError("No inf checks were recorded prior to update.")
+            found_inf = _scale_update.combine_found_inf(found_infs, state.scale.device)
+            _scale_update.update_scale_(
+                state,
+                found_inf,
+                growth_factor=self._growth_factor,
+                backoff_factor=self._backoff_factor,
+                growth_interval=self._growth_interval,
+                hysteresis=self._hysteresis,
+                floor=self._floor,
+                cap=self._cap,
+            )
+        self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
+
+    def _set_scale(self, state: ScaleState, new_scale: float | torch.Tensor) -> None:
+        if isinstance(new_scale, torch.Tensor):
+            reason = (
+                "new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
+                "torch.FloatTensor with requires_grad=False."
+            )
+            if (
+                new_scale.device.type != self._device
+                or new_scale.numel() != 1
+                or new_scale.requires_grad
+            ):
+                raise ScalerArgumentError(reason)
+        else:
+            new_scale = _check_scale("new_scale", new_scale, 0.0, math.inf)
+        _scale_update.set_scale_(state, new_scale, self._floor, self._cap)
+
+    # ----------------------------------------------------------------- reading the scale
+
+    def _get_scale_async(self) -> torch.Tensor | None:
+        """The scale tensor without a sync (torch's private accessor, kept for compatibility)."""
+        return self._scale
+
+    def get_scale(self) -> float:
+        """The current scale as a Python float (1.0 when disabled).
+
+        .. warning::
+            This waits for the device (one sync), as in torch: calling it every step stalls a
+            GPU pipeline. Read ``stats()`` at a log interval instead, or keep the scale tensor
+            (``_get_scale_async()``) and log it lazily.
+        """
+        if not self._enabled:
+            return 1.0
+        if self._state is None:
+            return self._init_scale
+        return self._read_scale_and_report(stacklevel=3)
+
+    def _read_scale_and_report(self, stacklevel: int) -> float:
+        state = self._state
+        assert state is not None
+        if self._below_one == "ignore":
+            return state.scale.item()
+        # One transfer: a pending event flips the sign (the scale is always > 0).
+        signed = torch.where(state.pending != 0, -state.scale, state.scale).item()
+        if signed < 0:
+            self._report_pending(-signed, stacklevel + 1)
+        return abs(signed)
+
+    def _report_pending(self, scale: float, stacklevel: int) -> None:
+        state = self._state
+        assert state is not None
+        events = int(state.pending.item())
+        state.pending.zero_()
+        if events:
+            floor_hit = bool(events & EVENT_FLOOR_HIT) and not events & EVENT_BELOW_ONE
+            report_below_one(self._below_one, scale, floor_hit, stacklevel=stacklevel + 1)
+
+    def check(self) -> None:
+        """Report a scale-below-1 (or floor) event the device recorded; one sync.
+
+        With ``below_one="warn"`` warns :class:`ScaleBelowOneWarning`, with ``"raise"`` raises
+        :class:`ScaleBelowOneError`; with "ignore" does nothing. Each event is reported once.
+        """
+        if self._enabled and self._state is not None and self._below_one != "ignore":
+            self._report_pending(self._state.scale.item(), stacklevel=3)
+
+    def _get_growth_tracker(self) -> int:
+        if not self._enabled:
+            return 0
+        if self._state is None:
+            return self._init_growth_tracker
+        return int(self._state.growth_tracker.item())
+
+    # ----------------------------------------------------------------- state dict and pickling
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scaler's state: torch's five keys plus ours, which torch's loader ignores.
+
+        Empty when disabled. Call it after ``update()``. Reports a pending below-one event.
+        """
+        if not self._enabled:
+            return {}
+        if self._state is None:
+            scale = self._init_scale
+            growth_tracker = self._init_growth_tracker
+            hysteresis_tracker = self._init_hysteresis_tracker
+            stats = self._init_stats or _fresh_stats(self._init_scale)
+        else:
+            host = self._state.to_host()
+            scale = float(host["scale"])
+            if self._below_one != "ignore" and host["pending"]:
+                self._report_pending(scale, stacklevel=3)
+            growth_tracker = int(host["growth_tracker"])
+            hysteresis_tracker = int(host["hysteresis_tracker"])
+            stats = {"counters": host["counters"], "scale_range": host["scale_range"]}
+        return {
+            "scale": scale,
+            "growth_factor": self._growth_factor,
+            "backoff_factor": self._backoff_factor,
+            "growth_interval": self._growth_interval,
+            "_growth_tracker": growth_tracker,
+            _HYSTERESIS_KEY: hysteresis_tracker,
+            _STATS_KEY: {
+                "counters": list(stats["counters"]),
+                "scale_range": list(stats["scale_range"]),
+            },
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state dict from ours or from ``torch.amp.GradScaler``; no-op when disabled.
+
+        Everything is validated before anything is applied. A scale below the floor (for
+        example torch's collapsed 0 < scale < 2**-126) is raised to the floor.
+        """
+        if not self._enabled:
+            return
+        if not isinstance(state_dict, abc.Mapping):
+            raise ScalerArgumentError(f"state_dict must be a dict, got {type(state_dict).__name__}")
+        if len(state_dict) == 0:
+            raise RuntimeError(
+                "The source state dict is empty, possibly because it was saved "
+                "from a disabled instance of GradScaler."
+            )
+        loaded = _validate_state_dict(state_dict, self._hysteresis)
+        scale = min(max(loaded["scale"], self._floor), self._cap)
+        self._init_scale = scale
+        self._growth_factor = loaded["growth_factor"]
+        self._backoff_factor = loaded["backoff_factor"]
+        self._growth_interval = loaded["growth_interval"]
+        self._init_growth_tracker = loaded["_growth_tracker"]
+        self._init_hysteresis_tracker = loaded[_HYSTERESIS_KEY]
+        stats = loaded[_STATS_KEY] or _fresh_stats(scale)
+        if self._state is None:
+            self._init_stats = stats
+            return
+        self._state.scale.fill_(scale)
+        self._state.growth_tracker.fill_(loaded["_growth_tracker"])
+        self._state.hysteresis_tracker.fill_(loaded[_HYSTERESIS_KEY])
+        self._state.counters.copy_(torch.tensor(stats["counters"], dtype=torch.int64))
+        self._state.scale_range.copy_(torch.tensor(stats["scale_range"], dtype=torch.float32))
+        self._state.pending.zero_()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self._enabled:
+            if len(self._per_optimizer_states) != 0:
+                raise ScalerUsageError(
+                    "A GradScaler instance may only be pickled at the beginning "
+                    "of an iteration, or at the end after scaler.update()."
+                )
+            # Tensors are not pickled: the unpickled scaler recreates them lazily from these.
+            saved = self.state_dict()
+            state["_init_scale"] = saved["scale"]
+            state["_init_growth_tracker"] = saved["_growth_tracker"]
+            state["_init_hysteresis_tracker"] = saved[_HYSTERESIS_KEY]
+            state["_init_stats"] = saved[_STATS_KEY]
+            state["_state"] = None
+            state["_grad_groups"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._enabled:
+            self._grad_groups = weakref.WeakKeyDictionary()
+
+
+# --------------------------------------------------------------------- validation
+
+
+def _check_growth_factor(value: object, name: str = "growth_factor") -> None:
+    if not _is_real(value) or not math.isfinite(value):
+        raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
+    if value <= 1.0:
+        raise ScalerArgumentError(f"The growth factor must be > 1.0 ({name}={value!r}).")
+
+
+def _check_backoff_factor(value: object, name: str = "backoff_factor") -> None:
+    if not _is_real(value) or not math.isfinite(value):
+        raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
+    if value >= 1.0:
+        raise ScalerArgumentError(f"The backoff factor must be < 1.0 ({name}={value!r}).")
+    if value <= 0.0:
+        raise ScalerArgumentError(f"The backoff factor must be > 0.0 ({name}={value!r}).")
+
+
+def _check_growth_interval(value: object, name: str = "growth_interval") -> None:
+    if not _is_int(value) or value < 1:
+        raise ScalerArgumentError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def _check_scale(name: str, value: object, floor: float, cap: float) -> float:
+    if not _is_real(value) or not math.isfinite(value) or value <= 0:
+        raise ScalerArgumentError(f"{name} must be a positive finite float, got {value!r}")
+    if value < floor or value > cap:
+        raise ScalerArgumentError(
+            f"{name}={value!r} is outside [min_scale, max_scale] = [{floor!r}, {cap!r}]"
+        )
+    return float(value)
+
+
+def _check_bounds(min_scale: object, max_scale: object) -> tuple[float | None, float | None]:
+    for name, value in (("min_scale", min_scale), ("max_scale", max_scale)):
+        if value is not None and (not _is_real(value) or not math.isfinite(value)):
+            raise ScalerArgumentError(f"{name} must be None or a finite float, got {value!r}")
+    if min_scale is not None and min_scale < SAFETY_FLOOR:
+        raise ScalerArgumentError(
+            f"min_scale must be >= 2**-126 (the smallest scale whose fp32 reciprocal is "
+            f"finite), got {min_scale!r}"
+        )
+    if max_scale is not None and max_scale < max(min_scale or 0.0, SAFETY_FLOOR):
+        raise ScalerArgumentError(
+            f"max_scale must be >= min_scale and >= 2**-126, got max_scale={max_scale!r}"
+        )
+    return (
+        None if min_scale is None else float(min_scale),
+        None if max_scale is None else float(max_scale),
+    )
+
+
+def _fresh_stats(scale: float) -> dict[str, list]:
+    return {"counters": [0] * _scale_update.N_COUNTERS, "scale_range": [scale, scale]}
+
+
+def _validate_state_dict(state_dict: abc.Mapping, hysteresis: int) -> dict[str, Any]:
+    """Check every entry first, so that a bad dict changes nothing; returns clean values."""
+    missing = [key for key in TORCH_STATE_KEYS if key not in state_dict]
+    if missing:
+        raise ScalerArgumentError(
+            f"state_dict is missing {', '.join(map(repr, missing))}; a GradScaler state dict "
+            f"has {', '.join(map(repr, TORCH_STATE_KEYS))}"
+        )
+    scale = state_dict["scale"]
+    if isinstance(scale, torch.Tensor) and scale.numel() == 1:
+        scale = scale.item()
+    if not _is_real(scale) or not math.isfinite(scale) or scale <= 0:
+        raise ScalerArgumentError(
+            f"state_dict['scale'] must be a positive finite float, got {scale!r}"
+        )
+    _check_growth_factor(state_dict["growth_factor"], "state_dict['growth_factor']")
+    _check_backoff_factor(state_dict["backoff_factor"], "state_dict['backoff_factor']")
+    _check_growth_interval(state_dict["growth_interval"], "state_dict['growth_interval']")
+    growth_tracker = state_dict["_growth_tracker"]
+    if not _is_int(growth_tracker) or growth_tracker < 0:
+        raise ScalerArgumentError(
+            f"state_dict['_growth_tracker'] must be an int >= 0, got {growth_tracker!r}"
+        )
+    hysteresis_tracker = state_dict.get(_HYSTERESIS_KEY, hysteresis)
+    if not _is_int(hysteresis_tracker) or hysteresis_tracker < 0:
+        raise ScalerArgumentError(
+            f"state_dict[{_HYSTERESIS_KEY!r}] must be an int >= 0, got {hysteresis_tracker!r}"
+        )
+    stats = state_dict.get(_STATS_KEY)
+    if stats is not None:
+        stats = _validate_stats(stats)
+    return {
+        "scale": float(scale),
+        "growth_factor": float(state_dict["growth_factor"]),
+        "backoff_factor": float(state_dict["backoff_factor"]),
+        "growth_interval": int(state_dict["growth_interval"]),
+        "_growth_tracker": int(growth_tracker),
+        _HYSTERESIS_KEY: min(int(hysteresis_tracker), hysteresis),
+        _STATS_KEY: stats,
+    }
+
+
+def _validate_stats(stats: object) -> dict[str, list]:
+    where = f"state_dict[{_STATS_KEY!r}]"
+    if not isinstance(stats, abc.Mapping):
+        raise ScalerArgumentError(f"{where} must be a dict, got {type(stats).__name__}")
+    counters = stats.get("counters")
+    scale_range = stats.get("scale_range")
+    if (
+        not isinstance(counters, (list, tuple))
+        or len(counters) != _scale_update.N_COUNTERS
+        or not all(_is_int(v) and v >= 0 for v in counters)
+    ):
+        raise ScalerArgumentError(
+            f"{where}['counters'] must be {_scale_update.N_COUNTERS} ints >= 0, got {counters!r}"
+        )
+    if (
+        not isinstance(scale_range, (list, tuple))
+        or len(scale_range) != 2
+        or not all(_is_real(v) and math.isfinite(v) and v > 0 for v in scale_range)
+    ):
+        raise ScalerArgumentError(
+            f"{where}['scale_range'] must be 2 positive finite floats, got {scale_range!r}"
+        )
+    return {"counters": [int(v) for v in counters], "scale_range": [float(v) for v in scale_range]}
