@@ -8,6 +8,8 @@ from ._checkpoint_inspect import (
     inspect_checkpoint,
 )
 from ._fp16_compat import Fp16CompatReport, Fp16Offender, check_fp16_compat
+from ._grad_scaler import GradScaler, OptState
+from ._policy import ScaleBelowOneError, ScaleBelowOneWarning
 
 __all__: list[str] = [
     "CheckpointError",
@@ -15,6 +17,10 @@ __all__: list[str] = [
     "DtypeCount",
     "Fp16CompatReport",
     "Fp16Offender",
+    "GradScaler",
+    "OptState",
+    "ScaleBelowOneError",
+    "ScaleBelowOneWarning",
     "SkippedFile",
     "check_fp16_compat",
     "inspect_checkpoint",
