@@ -39,8 +39,16 @@ class Excluder:
         self.patterns = tuple(PathPattern(pattern) for pattern in patterns)
         self.root = root
 
-    def excluded(self, path: str) -> bool:
-        return any_match(self.patterns, relative_to_root(path, self.root))
+    def excluded(self, path: str, *, check_parents: bool = True) -> bool:
+        """Whether ``path`` or (with ``check_parents``) a folder above it is excluded."""
+        relative = relative_to_root(path, self.root)
+        if not check_parents:
+            return any_match(self.patterns, relative)
+        parts = relative.split("/")
+        return any(
+            any_match(self.patterns, "/".join(parts[:end]) or "/")
+            for end in range(len(parts), 0, -1)
+        )
 
 
 def discover(paths: Sequence[str], excluder: Excluder, *, force_exclude: bool) -> Discovered:
@@ -73,20 +81,20 @@ def _walk(top: str, excluder: Excluder, files: dict[str, None], errors: list[Fil
             continue
         subfolders = []
         for entry in entries:
-            path = os.path.join(folder, entry.name)
+            path = entry.name if folder == os.curdir else os.path.join(folder, entry.name)
             try:
                 is_folder = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_folder = False
             if is_folder:
-                if not excluder.excluded(path) and not os.path.exists(
+                if not excluder.excluded(path, check_parents=False) and not os.path.exists(
                     os.path.join(path, "pyvenv.cfg")
                 ):
                     subfolders.append(path)
             elif (
                 entry.name.endswith(PYTHON_SUFFIXES)
                 and not _is_folder_link(entry)
-                and not excluder.excluded(path)
+                and not excluder.excluded(path, check_parents=False)
             ):
                 files[path] = None
         # Depth first, in name order: push in reverse so the first name is visited first.

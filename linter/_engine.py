@@ -77,7 +77,11 @@ def decode_source(data: bytes) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise SourceError(f"bad encoding declaration: {error.msg}") from None
+        # tokenize says "invalid or missing encoding declaration" for plain bad UTF-8 in the
+        # first two lines too; decoding names the offending byte.
+        if "missing" not in error.msg:
+            raise SourceError(f"bad encoding declaration: {error.msg}") from None
+        encoding = "utf-8"
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as error:
@@ -100,11 +104,12 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
         return _failed(
             path,
             f"cannot parse: {reason} at line {error.editor_line}, column {error.editor_column}",
+            parsed=True,
         )
     except (RecursionError, MemoryError):
-        return _failed(path, "cannot parse: nested too deeply for the parser")
+        return _failed(path, "cannot parse: nested too deeply for the parser", parsed=True)
     except Exception as error:  # libcst raises a few other types on odd input
-        return _failed(path, f"cannot parse: {type(error).__name__}: {error}")
+        return _failed(path, f"cannot parse: {type(error).__name__}: {error}", parsed=True)
     context = ModuleContext(path, text, module)
     diagnostics: list[Diagnostic] = []
     errors: list[FileError] = []
