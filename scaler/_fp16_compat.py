@@ -192,10 +192,16 @@ def _measurable(value: object) -> bool:
     return (
         isinstance(value, torch.Tensor)
         and value.is_floating_point()
-        and value.layout == torch.strided
+        and value.layout in (torch.strided, torch.jagged)
         and value.device.type != "meta"
-        and value.numel() > 0
     )
+
+
+def _plain(value: torch.Tensor) -> torch.Tensor:
+    """The elements of ``value`` as an ordinary tensor."""
+    if value.is_nested:  # e.g. TransformerEncoder's eval fast path, given a padding mask
+        return torch.cat([part.reshape(-1) for part in value.detach().unbind()])
+    return value
 
 
 def _named_tensors(obj: object, label: str, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
@@ -247,9 +253,11 @@ class _Recorder:
         if self.under_autocast and kind in _STATE_KINDS:
             return
         if _measurable(value):
-            self.pending.append(
-                ((module, kind, tensor), sequence, value.numel(), _range_stats(value))
-            )
+            values = _plain(value)
+            if values.numel():
+                self.pending.append(
+                    ((module, kind, tensor), sequence, values.numel(), _range_stats(values))
+                )
 
     def add_to(self, tallies: dict[_Key, _Tally]) -> None:
         """Bring the figures to the host (the only syncs) and add them to ``tallies``."""
@@ -348,6 +356,11 @@ def _rng_devices(device_type: str, tensors: list[torch.Tensor]) -> list[int]:
     )
 
 
+def _random_signs(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    signs = torch.randint(0, 2, like.shape, generator=generator, dtype=torch.float32) * 2 - 1
+    return signs.to(like.device)
+
+
 def _default_loss(output: object) -> torch.Tensor | None:
     if isinstance(output, Mapping):
         loss = output.get("loss")
@@ -355,7 +368,15 @@ def _default_loss(output: object) -> torch.Tensor | None:
         loss = getattr(output, "loss", None) if dataclasses.is_dataclass(output) else None
     if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad:
         return loss.reshape(())
-    terms = [t.float().sum() for _, t in _named_tensors(output, "output") if t.requires_grad]
+    # Each output element weighted by a random sign, so its gradient is +1 or -1. A plain sum would
+    # give a final LayerNorm/softmax a gradient of (almost) zero and report rounding noise as
+    # underflow. A private generator with a fixed seed gives both runs the same signs.
+    generator = torch.Generator().manual_seed(0)
+    terms = [
+        (t.float() * _random_signs(t, generator)).sum()
+        for _, t in _named_tensors(output, "output")
+        if t.requires_grad and t.is_floating_point()
+    ]
     if not terms:
         return None
     return torch.stack(terms).sum()
@@ -485,9 +506,11 @@ def check_fp16_compat(
     (``.grad`` attributes are not touched) and the gradients of every module output and every
     parameter are checked. The loss is ``loss_fn(output)`` when given; otherwise the output's
     ``loss`` entry (a Hugging Face ModelOutput computed with ``labels``) when it has one, else the
-    sum of all floating-point outputs, whose gradient is 1 for every output element. Real losses
-    usually average over the batch and give far smaller gradients, so pass ``loss_fn`` when
-    judging gradient underflow, the problem a loss scaler exists to solve.
+    sum of all floating-point outputs each weighted by a fixed random sign, so that every output
+    element gets a gradient of +1 or -1 (a plain sum would give a final normalisation layer a
+    zero gradient). Real losses usually average over the batch and give far smaller gradients,
+    so pass ``loss_fn`` when judging gradient underflow, the problem a loss scaler exists to
+    solve.
 
     The model is restored: parameters, buffers, ``.grad``, ``requires_grad`` and training flags
     are as before, every hook is removed even when the forward raises, and the global RNG state

@@ -210,6 +210,30 @@ def test_healthy_model_is_ok() -> None:
     assert "ok" in str(report)
 
 
+def test_default_loss_gives_a_final_norm_layer_real_gradients() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8))
+
+    report = check_fp16_compat(model, torch.randn(4, 8))
+
+    # The plain sum of a LayerNorm's outputs is constant: its gradients would be rounding noise
+    # around 1e-8, reported as underflow.
+    assert report.ok, str(report)
+
+
+def test_nested_tensors_are_measured() -> None:
+    class Scale(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 1e5
+
+    nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(1, 3)], layout=torch.jagged)
+
+    report = check_fp16_compat(Scale(), nested, backward=False)
+
+    assert _rows(report) == [("", "activation", "output")]
+    assert report.offenders[0].overflow_count == report.offenders[0].numel == 9
+
+
 def test_forward_offenders_come_in_execution_order_then_backward() -> None:
     model = TwoStage()
     with torch.no_grad():
