@@ -1,0 +1,95 @@
+"""One walk over a parsed module that every rule shares: parents and the nodes rules look at.
+
+libcst's ParentNodeProvider would give the parents too, but through the metadata machinery; a
+plain visitor that records them costs one traversal, done once per module for all rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from linter._rule import ModuleContext
+
+_COLLECTED = (
+    cst.Call,
+    cst.FunctionDef,
+    cst.ClassDef,
+    cst.Assign,
+    cst.AnnAssign,
+    cst.Import,
+    cst.ImportFrom,
+    cst.With,
+    cst.Subscript,
+)
+
+
+class ModuleIndex(cst.CSTVisitor):
+    """Parents of every node plus, per node type, the nodes of that type in source order."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        #: node -> its parent node (the module has none).
+        self.parent: dict[cst.CSTNode, cst.CSTNode] = {}
+        #: node type -> nodes of that type, in source order.
+        self.by_type: dict[type[cst.CSTNode], list[cst.CSTNode]] = {t: [] for t in _COLLECTED}
+        #: collected node -> its rank in source (pre-)order.
+        self.order: dict[cst.CSTNode, int] = {}
+        self._stack: list[cst.CSTNode] = []
+        module.visit(self)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._stack:
+            self.parent[node] = self._stack[-1]
+        self._stack.append(node)
+        bucket = self.by_type.get(type(node))
+        if bucket is not None:
+            self.order[node] = len(self.order)
+            bucket.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+    def nodes(self, kind: type[cst.CSTNode]) -> list[cst.CSTNode]:
+        return self.by_type[kind]
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Parents of ``node``, innermost first, up to the module."""
+        parent = self.parent.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parent.get(parent)
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return None
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        """The class whose body directly holds the function around ``node``, if any."""
+        function = self.enclosing_function(node)
+        if function is None:
+            return None
+        for ancestor in self.ancestors(function):
+            if isinstance(ancestor, cst.ClassDef):
+                return ancestor
+            if isinstance(ancestor, cst.FunctionDef):
+                return None
+        return None
+
+
+# Rules run one after another on the same module; keeping the last index lets them share it
+# without holding every module of a run in memory.
+_last: list[tuple[cst.Module, ModuleIndex]] = []
+
+
+def module_index(context: ModuleContext) -> ModuleIndex:
+    """The shared index of ``context.module``, built on first use."""
+    if _last and _last[0][0] is context.module:
+        return _last[0][1]
+    index = ModuleIndex(context.module)
+    _last[:] = [(context.module, index)]
+    return index

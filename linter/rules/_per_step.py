@@ -1,0 +1,330 @@
+"""Does this code run on every training step?
+
+Per-step contexts: the body of a ``for``/``while`` loop; a method that a framework calls every step
+(the hook tables below); an optimizer wrapper's ``step()``; and any function or method of the
+same module called from one of those (followed transitively, depth-limited and cycle-safe).
+
+Guards change the answer only when they make the code periodic or one-off:
+
+- ``x % n`` in the test of an ``if`` is periodic — unless a name in that test says
+  gradient accumulation (``accum``, ``grad_acc``, ``update_freq``, ``micro_batch``,
+  ``sync_gradients``...), which fires on every optimizer step. A modulo whose names say neither
+  (``if it % k == 0``) counts as periodic: a missed report costs less than a false alarm.
+- A boolean whose name says "log/eval/save now" (``should_log``, ``control.should_save``,
+  ``do_eval``, ``is_logging_step``) is periodic; other flags (``args.amp``,
+  ``scaler is not None``, ``rank == 0``) are configuration and change nothing.
+- ``step == 0`` (a step-like name compared with an integer) runs once.
+- A loop over epochs (``for epoch in range(cfg.epochs)``) runs its own body once per epoch;
+  only loops nested in it are per-step.
+- An early ``return``/``continue``/``break`` under a periodic test (``if step % n != 0: return``,
+  ``if not should_log: continue``) guards the rest of its block.
+
+Only the guarded call matters: ``scale = scaler.get_scale()`` followed by
+``if step % 100 == 0: print(scale)`` still reads every step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter._rule import ModuleContext
+from linter.rules._dotted_names import dotted_name, last_part
+from linter.rules._module_index import ModuleIndex
+
+#: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
+LIGHTNING_PER_STEP_HOOKS = frozenset(
+    {
+        "training_step",
+        "on_train_batch_start",
+        "on_train_batch_end",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_before_zero_grad",
+        "optimizer_step",
+        "optimizer_zero_grad",
+    }
+)
+
+#: Hugging Face hooks run every step. ``on_log`` is deliberately absent: it runs every
+#: ``logging_steps``, which is the periodic reading this rule recommends.
+HF_PER_STEP_HOOKS = frozenset(
+    {
+        "on_step_begin",
+        "on_step_end",
+        "on_substep_end",
+        "on_pre_optimizer_step",
+        "on_optimizer_step",
+        "training_step",
+        "compute_loss",
+    }
+)
+
+#: Every hook name that makes a method per-step.
+PER_STEP_HOOKS = LIGHTNING_PER_STEP_HOOKS | HF_PER_STEP_HOOKS
+
+#: Method names too common to follow through ``obj.name()`` calls; ``self.name()`` still counts.
+GENERIC_METHOD_NAMES = frozenset(
+    {
+        "__init__",
+        "__call__",
+        "step",
+        "update",
+        "forward",
+        "run",
+        "get",
+        "set",
+        "reset",
+        "close",
+        "start",
+        "stop",
+        "save",
+        "load",
+        "log",
+        "state_dict",
+        "load_state_dict",
+    }
+)
+
+#: Names in an ``if`` test that mean gradient accumulation (fires on every optimizer step).
+ACCUMULATION_WORDS = re.compile(
+    r"accum|grad_acc|gradient_acc|update_freq|micro_?batch|sync_grad|acc_steps|optimizer_step",
+    re.IGNORECASE,
+)
+
+#: Boolean names that mean "this is a log/eval/save step".
+PERIODIC_FLAG = re.compile(
+    r"^(should|do|time_to|is_time_to|needs?_to|is)_(log|print|eval|evaluate|save|report|"
+    r"display|checkpoint)|^(log|logging|print|eval|save|report)_(now|this_step|time)$|"
+    r"^is_(log|logging|eval|save|print)(ging)?_step$",
+    re.IGNORECASE,
+)
+
+#: Step counters; ``if <counter> == <int>`` runs once.
+STEP_COUNTER = re.compile(
+    r"^(i|it|iter|iters|iteration|step|steps|global_step|batch_idx|batch_i|idx|epoch|n_iter)$"
+)
+
+#: Loop variables and bounds that mean the loop counts epochs.
+EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
+
+#: How many same-module calls deep to look for the loop behind a function.
+MAX_CALL_DEPTH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """How an ``if`` test limits the code under it."""
+
+    #: ``periodic`` (every N steps, or a log/eval/save flag) or ``once`` (``step == 0``).
+    kind: str
+    #: True when the test is true on the periodic/once steps (``== 0``), False when inverted.
+    fires_when_true: bool
+
+
+def _names_in(node: cst.CSTNode) -> Iterator[str]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current.value
+        stack.extend(current.children)
+
+
+def _modulo_comparisons(node: cst.CSTNode) -> Iterator[tuple[cst.BinaryOperation, bool]]:
+    """Every ``a % b`` in ``node`` with whether it is tested for being zero (positive)."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, True)]
+    while stack:
+        current, positive = stack.pop()
+        if isinstance(current, cst.UnaryOperation) and isinstance(current.operator, cst.Not):
+            stack.append((current.expression, not positive))
+            continue
+        if isinstance(current, cst.BinaryOperation) and isinstance(current.operator, cst.Modulo):
+            # A bare `if x % n:` is true off the period.
+            yield current, not positive
+            continue
+        if isinstance(current, cst.Comparison):
+            inverted = any(isinstance(t.operator, cst.NotEqual) for t in current.comparisons)
+            for child in (current.left, *(t.comparator for t in current.comparisons)):
+                if isinstance(child, cst.BinaryOperation) and isinstance(
+                    child.operator, cst.Modulo
+                ):
+                    yield child, positive != inverted
+                else:
+                    stack.append((child, positive))
+            continue
+        stack.extend((child, positive) for child in current.children)
+
+
+def classify_guard(test: cst.BaseExpression) -> Guard | None:
+    """What an ``if`` test means for code under it; None for configuration-like tests."""
+    names = list(_names_in(test))
+    if any(ACCUMULATION_WORDS.search(name) for name in names):
+        return None
+    for _modulo, positive in _modulo_comparisons(test):
+        return Guard("periodic", positive)
+    positive = True
+    expression: cst.BaseExpression = test
+    while isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
+        positive = not positive
+        expression = expression.expression
+    if any(PERIODIC_FLAG.search(name) for name in names):
+        return Guard("periodic", positive)
+    if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
+        target = expression.comparisons[0]
+        left = dotted_name(expression.left)
+        if (
+            isinstance(target.operator, cst.Equal)
+            and isinstance(target.comparator, cst.Integer)
+            and left is not None
+            and STEP_COUNTER.match(last_part(left))
+        ):
+            return Guard("once", positive)
+    return None
+
+
+def _exits(suite: cst.BaseSuite) -> bool:
+    """True when the suite ends by leaving the function or the loop iteration."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        last = suite.body[-1] if suite.body else None
+    else:
+        statement = suite.body[-1] if suite.body else None
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        last = statement.body[-1]
+    return isinstance(last, cst.Return | cst.Continue | cst.Break | cst.Raise)
+
+
+def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
+    """``for epoch in range(epochs)``: its body runs once per epoch, not once per step."""
+    header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
+    return any(EPOCH_WORD.search(name) for part in header for name in _names_in(part))
+
+
+class PerStepAnalysis:
+    """Answers "does this node run every training step, and why?" for one module."""
+
+    def __init__(self, context: ModuleContext, index: ModuleIndex, is_scaler_step) -> None:
+        self._context = context
+        self._index = index
+        #: Callable deciding whether a Call is ``<scaler>.step(...)`` (marks optimizer wrappers).
+        self._is_scaler_step = is_scaler_step
+        self._call_sites: dict[str, list[cst.Call]] | None = None
+        self._cache: dict[cst.CSTNode, str | None] = {}
+
+    def reason(self, node: cst.CSTNode) -> str | None:
+        """Why ``node`` runs every step, in words for a message; None when it does not."""
+        return self._reason(node, 0, frozenset())
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self._context.position(node).start.line
+
+    def _reason(self, node: cst.CSTNode, depth: int, visiting: frozenset) -> str | None:
+        loop: cst.CSTNode | None = None
+        function: cst.FunctionDef | None = None
+        child = node
+        for ancestor in self._index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                function = ancestor
+                break
+            if isinstance(ancestor, cst.Lambda | cst.ClassDef):
+                return None
+            if isinstance(ancestor, cst.If):
+                guard = classify_guard(ancestor.test)
+                if guard is not None:
+                    in_body = child is ancestor.body
+                    if in_body == guard.fires_when_true and (in_body or child is ancestor.orelse):
+                        return None
+            elif isinstance(ancestor, cst.IndentedBlock | cst.Module) and self._guarded_by_exit(
+                ancestor, child
+            ):
+                return None
+            elif (
+                isinstance(ancestor, cst.For | cst.While)
+                and child is ancestor.body
+                and loop is None
+            ):
+                loop = ancestor
+            child = ancestor
+        if loop is not None:
+            if _is_epoch_loop(loop):
+                return None
+            return f"inside the loop at line {self._line(loop)}"
+        if function is None:
+            return None
+        hook = self._hook(function)
+        if hook is not None:
+            return hook
+        if depth >= MAX_CALL_DEPTH or function in visiting:
+            return None
+        if function in self._cache:
+            return self._cache[function]
+        found = None
+        for call in self._calls_to(function):
+            why = self._reason(call, depth + 1, visiting | {function})
+            if why is not None:
+                found = f"in `{function.name.value}()`, called {why}"
+                break
+        if depth == 0 or found is not None:
+            self._cache[function] = found
+        return found
+
+    def _guarded_by_exit(self, block: cst.IndentedBlock | cst.Module, child: cst.CSTNode) -> bool:
+        for statement in block.body:
+            if statement is child:
+                return False
+            if isinstance(statement, cst.If) and _exits(statement.body):
+                guard = classify_guard(statement.test)
+                # `if not log_step: return` leaves on the off-period steps.
+                if guard is not None and not guard.fires_when_true:
+                    return True
+        return False
+
+    def _hook(self, function: cst.FunctionDef) -> str | None:
+        cls = self._index.enclosing_class(function.body)
+        if cls is None:
+            return None
+        name = function.name.value
+        if name in PER_STEP_HOOKS:
+            return f"in `{name}()`, a hook the training framework calls every step"
+        if name == "step" and self._is_optimizer_wrapper(cls):
+            return "in an optimizer wrapper's `step()`, which runs every training step"
+        return None
+
+    def _is_optimizer_wrapper(self, cls: cst.ClassDef) -> bool:
+        for base in cls.bases:
+            name = dotted_name(base.value)
+            if name is not None and last_part(name).endswith("Optimizer"):
+                return True
+        return any(
+            self._is_scaler_step(call) and self._index.enclosing_class(call) is cls
+            for call in self._index.nodes(cst.Call)
+        )
+
+    def _calls_to(self, function: cst.FunctionDef) -> list[cst.Call]:
+        if self._call_sites is None:
+            sites: dict[str, list[cst.Call]] = {}
+            for call in self._index.nodes(cst.Call):
+                callee = call.func  # type: ignore[attr-defined]
+                if isinstance(callee, cst.Name):
+                    sites.setdefault(callee.value, []).append(call)
+                elif isinstance(callee, cst.Attribute):
+                    sites.setdefault("." + callee.attr.value, []).append(call)
+            self._call_sites = sites
+        name = function.name.value
+        cls = self._index.enclosing_class(function.body)
+        if cls is None:
+            return self._call_sites.get(name, [])
+        calls = []
+        for call in self._call_sites.get("." + name, []):
+            receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
+            if receiver in ("self", "cls"):
+                if self._index.enclosing_class(call) is cls:
+                    calls.append(call)
+            elif name not in GENERIC_METHOD_NAMES:
+                calls.append(call)
+        return calls

@@ -1,0 +1,165 @@
+"""Which expressions in a module are GradScalers ("receivers" of ``get_scale()`` and friends).
+
+Evidence, strongest first: a name or attribute assigned a GradScaler constructor (under any import
+alias) or an expression already known to be one; a parameter annotated as a GradScaler; a
+wrapper-owned scaler (``accelerator.scaler``, ``trainer.precision_plugin.scaler``). Weaker: a
+variable merely *named* like a scaler — good enough for a zero-argument ``get_scale()`` (torch's
+getter takes none, so that spelling is already specific), not for the generic ``_scale`` /
+``state_dict()`` spellings.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
+from linter.rules._module_index import ModuleIndex
+
+#: Qualified names of the GradScaler constructors (ampscale's own included).
+GRAD_SCALER_CONSTRUCTORS = frozenset(
+    {
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.cpu.amp.GradScaler",
+        "torch.cpu.amp.grad_scaler.GradScaler",
+        "torch.distributed.fsdp.ShardedGradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+        "fairscale.optim.grad_scaler.ShardedGradScaler",
+        "scaler.GradScaler",
+        "ampscale.GradScaler",
+    }
+)
+
+#: Class names that are GradScalers when the module defines or star-imports them.
+GRAD_SCALER_CLASS_NAMES = frozenset({"GradScaler", "ShardedGradScaler"})
+
+#: Dotted-name endings of scalers owned by training wrappers (Accelerate, Lightning, Fabric).
+WRAPPER_OWNED_SUFFIXES = (
+    "accelerator.scaler",
+    "precision_plugin.scaler",
+    "_precision.scaler",
+)
+
+#: Variable/attribute names that hold a scaler by convention (``scaler``, ``self.grad_scaler``...).
+SCALER_LIKE_NAME = re.compile(r"^_*(grad_?|loss_|amp_|fp16_)?scaler$", re.IGNORECASE)
+
+
+def _constructs_a_class(value: cst.BaseExpression) -> bool:
+    """``Something(...)`` with a capitalised callee: an object of some other class."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted_name(value.func)
+    return name is not None and last_part(name)[:1].isupper()
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+class ScalerReceivers:
+    """Decides whether an expression denotes a GradScaler, from the module's own evidence."""
+
+    def __init__(self, index: ModuleIndex, aliases: ImportAliases) -> None:
+        self._aliases = aliases
+        #: Dotted names proven to hold a GradScaler.
+        self.proven: set[str] = set()
+        #: Dotted names assigned an object of another class (e.g. ``StandardScaler()``).
+        self._other: set[str] = set()
+        assignments = [
+            (target, node.value)
+            for node in index.nodes(cst.Assign)
+            for target in (t.target for t in node.targets)  # type: ignore[attr-defined]
+        ] + [
+            (node.target, node.value)  # type: ignore[attr-defined]
+            for node in index.nodes(cst.AnnAssign)
+            if node.value is not None  # type: ignore[attr-defined]
+        ]
+        for node in index.nodes(cst.AnnAssign):
+            name = dotted_name(node.target)  # type: ignore[attr-defined]
+            if name and self._is_scaler_type(node.annotation.annotation):  # type: ignore[attr-defined]
+                self.proven.add(name)
+        for function in index.nodes(cst.FunctionDef):
+            for param in function.params.params + function.params.kwonly_params:  # type: ignore[attr-defined]
+                if param.annotation is not None and self._is_scaler_type(
+                    param.annotation.annotation
+                ):
+                    self.proven.add(param.name.value)
+        # Two rounds so that `scaler = self.scaler` after `self.scaler = GradScaler()` is found
+        # whatever order the two statements come in.
+        for _ in range(2):
+            for target, value in assignments:
+                name = dotted_name(target)
+                if name is None:
+                    continue
+                if self._value_is_scaler(value):
+                    self.proven.add(name)
+                elif _constructs_a_class(value):
+                    self._other.add(name)
+
+    def is_constructor_call(self, node: cst.CSTNode) -> bool:
+        """``GradScaler(...)`` under any alias, not explicitly disabled with ``enabled=False``."""
+        if not isinstance(node, cst.Call):
+            return False
+        name = dotted_name(node.func)
+        if name is None:
+            return False
+        qualified = self._aliases.qualify(name)
+        if qualified not in GRAD_SCALER_CONSTRUCTORS and not (
+            qualified == name and name in GRAD_SCALER_CLASS_NAMES
+        ):
+            return False
+        # torch's get_scale() on a disabled scaler returns 1.0 without touching the device.
+        return not any(
+            arg.keyword is not None and arg.keyword.value == "enabled" and _is_false(arg.value)
+            for arg in node.args
+        )
+
+    def proves(self, node: cst.BaseExpression) -> bool:
+        """True when the module shows that ``node`` holds a GradScaler."""
+        name = dotted_name(node)
+        if name is None:
+            return False
+        if name in self.proven:
+            return True
+        return any(name == s or name.endswith("." + s) for s in WRAPPER_OWNED_SUFFIXES)
+
+    def looks_like(self, node: cst.BaseExpression) -> bool:
+        """Proven, or named like a scaler and never assigned anything else in this module."""
+        if self.proves(node):
+            return True
+        name = dotted_name(node)
+        return (
+            name is not None
+            and name not in self._other
+            and SCALER_LIKE_NAME.match(last_part(name)) is not None
+        )
+
+    def _value_is_scaler(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.IfExp):
+            return self._value_is_scaler(value.body) or self._value_is_scaler(value.orelse)
+        if isinstance(value, cst.BooleanOperation):
+            return self._value_is_scaler(value.left) or self._value_is_scaler(value.right)
+        return self.is_constructor_call(value) or self.proves(value)
+
+    def _is_scaler_type(self, annotation: cst.BaseExpression) -> bool:
+        if isinstance(annotation, cst.SimpleString):
+            text = annotation.evaluated_value
+            return isinstance(text, str) and last_part(text.strip()) in GRAD_SCALER_CLASS_NAMES
+        if isinstance(annotation, cst.BinaryOperation):
+            return self._is_scaler_type(annotation.left) or self._is_scaler_type(annotation.right)
+        if isinstance(annotation, cst.Subscript):
+            return any(
+                isinstance(element.slice, cst.Index) and self._is_scaler_type(element.slice.value)
+                for element in annotation.slice
+            )
+        name = dotted_name(annotation)
+        if name is None:
+            return False
+        qualified = self._aliases.qualify(name)
+        return qualified in GRAD_SCALER_CONSTRUCTORS or (
+            qualified == name and name in GRAD_SCALER_CLASS_NAMES
+        )

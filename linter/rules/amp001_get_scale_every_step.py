@@ -1,0 +1,322 @@
+"""AMP001 get-scale-every-step."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.rules._dotted_names import ImportAliases, dotted_name
+from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._per_step import PerStepAnalysis
+from linter.rules._scaler_receivers import ScalerReceivers
+
+#: Text every spelling of a read matches; files without it are not walked at all.
+_MAYBE_A_READ = re.compile(
+    r"get_scale\s*\(\s*\)|_scale\s*\.\s*(?:item|tolist)\s*\(|"
+    r"float\s*\([\w.\s]*_scale\s*\)|state_dict\s*\(\s*\)\s*\[\s*[\"']scale[\"']"
+)
+
+#: Methods that turn the ``_scale`` tensor into a Python number (a device-to-host copy).
+_TO_HOST_METHODS = frozenset({"item", "tolist"})
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleRead:
+    """One place that copies the loss scale to the host."""
+
+    #: The node reported (the call or subscript that syncs).
+    node: cst.CSTNode
+    #: The scaler expression, e.g. ``self.scaler``.
+    receiver: str
+
+
+def _no_args(call: cst.Call) -> bool:
+    return not call.args
+
+
+def _scale_tensor_owner(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``R`` of ``R._scale``."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "_scale":
+        return node.value
+    return None
+
+
+def _reads(index: ModuleIndex, receivers: ScalerReceivers) -> Iterator[ScaleRead]:
+    for call in index.nodes(cst.Call):
+        func = call.func  # type: ignore[attr-defined]
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "get_scale" and _no_args(call):  # type: ignore[arg-type]
+                if receivers.looks_like(func.value):
+                    yield ScaleRead(call, dotted_name(func.value) or "")
+            elif func.attr.value in _TO_HOST_METHODS and _no_args(call):  # type: ignore[arg-type]
+                owner = _scale_tensor_owner(func.value)
+                if owner is not None and receivers.proves(owner):
+                    yield ScaleRead(call, dotted_name(owner) or "")
+        elif isinstance(func, cst.Name) and func.value == "float" and len(call.args) == 1:  # type: ignore[attr-defined]
+            owner = _scale_tensor_owner(call.args[0].value)  # type: ignore[attr-defined]
+            if owner is not None and receivers.proves(owner):
+                yield ScaleRead(call, dotted_name(owner) or "")
+    for subscript in index.nodes(cst.Subscript):
+        value = subscript.value  # type: ignore[attr-defined]
+        elements = subscript.slice  # type: ignore[attr-defined]
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "state_dict"
+            and not value.args
+            and receivers.proves(value.func.value)
+            and len(elements) == 1
+            and isinstance(elements[0].slice, cst.Index)
+            and isinstance(elements[0].slice.value, cst.SimpleString)
+            and elements[0].slice.value.evaluated_value == "scale"
+        ):
+            continue
+        yield ScaleRead(subscript, dotted_name(value.func.value) or "")
+
+
+class GetScaleEveryStep(Rule):
+    """Reading the loss scale on every training step.
+
+    ## What it does
+    Flags code that copies a GradScaler's loss scale to the host — `scaler.get_scale()`, and the
+    same sync spelled `scaler._scale.item()`, `float(scaler._scale)` or
+    `scaler.state_dict()["scale"]` — where it runs on every training step: in a loop body, in a
+    function or method that this file calls from a loop (followed through the file's own calls),
+    in a framework hook that runs every step (Lightning `training_step`,
+    `on_before_optimizer_step`, `on_train_batch_end`...; Hugging Face `TrainerCallback.on_step_end`)
+    or in an optimizer wrapper's `step()`.
+
+    The scaler is recognised from the file itself: a name or attribute assigned
+    `torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`, `ShardedGradScaler` or ampscale's
+    `GradScaler` under any import alias, a parameter annotated as one, or a wrapper-owned scaler
+    (`accelerator.scaler`, `trainer.precision_plugin.scaler`). A zero-argument `get_scale()` is
+    also reported on a variable named like a scaler (`scaler`, `grad_scaler`, `self.loss_scaler`)
+    because torch's getter takes no arguments, which already rules out look-alikes; the other
+    spellings need the stronger evidence.
+
+    Not reported: a read under a periodic guard (`if step % log_every == 0:`,
+    `if self.control.should_log:`, an early `return`/`continue` on the off steps), a read that
+    runs once (`if step == 0:`, before or after the loop, `on_train_epoch_end`) and HF's `on_log`
+    (it runs every `logging_steps`). A gradient-accumulation guard (`(i + 1) % accum_steps == 0`)
+    and configuration flags (`if args.amp:`, `if scaler is not None:`) still run every step. How a
+    modulo guard is told apart: a name in the test that says accumulation (`accum`, `grad_acc`,
+    `update_freq`, `micro_batch`, `sync_gradients`) makes it per-step; any other modulo
+    (`log_every`, `cfg.log_interval`, a literal `100`) is treated as periodic.
+
+    ## Why is this bad?
+    The scale lives on the GPU. Reading it is a device-to-host copy: the CPU waits until every
+    queued kernel has finished, so the next step's kernels cannot be queued ahead and the GPU
+    idles. Once per step, that stall is paid all run long. The most common case compares the
+    scale before and after `update()` to learn whether the optimizer step was skipped — two
+    syncs per step for one bit of information.
+
+    ## Example
+    ```python
+    for step, (x, y) in enumerate(loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scale_before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        if scaler.get_scale() >= scale_before:
+            scheduler.step()
+    ```
+
+    ## Use instead
+    Read the scale only at a log interval, and ask whether the step was skipped without a sync:
+    ```python
+    for step, (x, y) in enumerate(loader):
+        ...
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()  # ampscale: scaler.step_skipped(optimizer) is a device-side flag
+        if step % log_every == 0:
+            print(scaler.get_scale())
+    ```
+
+    ## Suppression
+    Add `# noqa: AMP001` to the reported line when the sync is intended (e.g. a debugging run).
+    """
+
+    code = "AMP001"
+    name = "get-scale-every-step"
+    summary = "the loss scale is copied to the host (a device sync) on every training step"
+    # Every spelling contains `_scale` (`get_scale`, `._scale`) or the quoted key `"scale"`.
+    triggers = ("_scale", '"scale"', "'scale'")
+    valid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for step, (x, y) in enumerate(loader):
+    scaler.scale(loss_fn(model(x), y)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    if step % log_every == 0:
+        print(scaler.get_scale())
+print("final scale", scaler.get_scale())
+"""
+        ),
+        Example(
+            """\
+import lightning as L
+
+
+class Module(L.LightningModule):
+    def on_train_epoch_end(self):
+        scaler = self.trainer.precision_plugin.scaler
+        self.log("loss_scale", scaler.get_scale())
+"""
+        ),
+        Example(
+            """\
+from transformers import TrainerCallback
+
+
+class ScaleLogger(TrainerCallback):
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs["loss_scale"] = self.scaler.get_scale()
+"""
+        ),
+        Example(
+            """\
+for epoch in range(epochs):
+    layout.get_scale(epoch)  # a look-alike: torch's get_scale() takes no argument
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    scaler.scale(loss_fn(model(x), y)).backward()
+    before = scaler.get_scale()
+    scaler.step(optimizer)
+    scaler.update()
+    if scaler.get_scale() < before:
+        print("step skipped")
+""",
+            (6, 9),
+        ),
+        Example(
+            """\
+from torch.cuda.amp import GradScaler as Scaler
+
+
+class Trainer:
+    def __init__(self):
+        self.amp = Scaler()
+
+    def train_step(self, batch):
+        self.amp.scale(self.loss(batch)).backward()
+        self.amp.step(self.optimizer)
+        self.amp.update()
+        return float(self.amp._scale)
+
+    def fit(self, loader):
+        for batch in loader:
+            self.train_step(batch)
+""",
+            (12,),
+        ),
+        Example(
+            """\
+import lightning as L
+
+
+class Module(L.LightningModule):
+    def on_before_optimizer_step(self, optimizer):
+        scaler = self.trainer.precision_plugin.scaler
+        if scaler is not None:
+            self.log("loss_scale", scaler.get_scale())
+""",
+            (8,),
+        ),
+        Example(
+            """\
+for i, batch in enumerate(loader):
+    scaler.scale(model(batch).loss / accum_steps).backward()
+    if (i + 1) % accum_steps == 0:
+        scaler.step(optimizer)
+        scaler.update()
+        print(scaler.get_scale())
+""",
+            (6,),
+        ),
+    )
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        if _MAYBE_A_READ.search(context.source) is None:
+            return
+        index = module_index(context)
+        aliases = ImportAliases(
+            index.nodes(cst.Import) + index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
+        )
+        receivers = ScalerReceivers(index, aliases)
+        reads = list(_reads(index, receivers))
+        if not reads:
+            return
+
+        def is_scaler_call(call: cst.CSTNode, methods: frozenset[str]) -> bool:
+            func = call.func  # type: ignore[attr-defined]
+            return (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in methods
+                and receivers.looks_like(func.value)
+            )
+
+        analysis = PerStepAnalysis(
+            context, index, lambda call: is_scaler_call(call, frozenset({"step"}))
+        )
+        skip_checks = _skip_detections(index, reads, is_scaler_call)
+        for read in sorted(reads, key=lambda r: index.order[r.node]):
+            why = analysis.reason(read.node)
+            if why is None:
+                continue
+            text = context.module.code_for_node(read.node)
+            if read.node in skip_checks:
+                message = (
+                    f"`{text}` reads the loss scale around `{read.receiver}.update()` to "
+                    f"detect a skipped step, a host-device sync every training step ({why}); "
+                    f"use ampscale's `{read.receiver}.step_skipped(optimizer)` or compare the "
+                    "scale tensors on the device instead"
+                )
+            else:
+                message = (
+                    f"`{text}` copies the loss scale to the host, a device sync that stalls "
+                    f"every training step ({why}); read it under a log-interval guard "
+                    "(`if step % log_every == 0:`) or use a non-blocking reading"
+                )
+            yield Finding(read.node, message)
+
+
+def _skip_detections(
+    index: ModuleIndex,
+    reads: list[ScaleRead],
+    is_scaler_call: Callable[[cst.CSTNode, frozenset[str]], bool],
+) -> set[cst.CSTNode]:
+    """Reads that bracket a ``<scaler>.update()``/``step()`` in the same function."""
+    order = index.order
+    methods = frozenset({"update", "step"})
+    found: set[cst.CSTNode] = set()
+    updates = [c for c in index.nodes(cst.Call) if is_scaler_call(c, methods)]
+    for update in updates:
+        scope = index.enclosing_function(update)
+        receiver = dotted_name(update.func.value)  # type: ignore[attr-defined]
+        same = [
+            r for r in reads if r.receiver == receiver and index.enclosing_function(r.node) is scope
+        ]
+        before = [r for r in same if order[r.node] < order[update]]
+        after = [r for r in same if order[r.node] > order[update]]
+        if before and after:
+            found.update(r.node for r in before + after)
+    return found

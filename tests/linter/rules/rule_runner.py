@@ -1,0 +1,37 @@
+"""Run one rule on a source string without the engine: parse, build the context, check."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from linter._rule import ModuleContext, Rule
+
+#: (line, column, message) of one finding, 1-based like the CLI prints them.
+Reported = tuple[int, int, str]
+
+
+def _check(rule: type[Rule], source: str, path: str) -> tuple[ModuleContext, list]:
+    context = ModuleContext(path, source, cst.parse_module(source))
+    return context, list(rule().check(context))
+
+
+def run_rule(rule: type[Rule], source: str, path: str = "snippet.py") -> list[Reported]:
+    """Findings as sorted (line, column, message), positions as the engine computes them."""
+    context, findings = _check(rule, source, path)
+    found = []
+    for finding in findings:
+        start = context.position(finding.node).start
+        found.append((start.line, start.column + 1, finding.message))
+    return sorted(found)
+
+
+def run_rule_related(rule: type[Rule], source: str) -> list[tuple[int, list[tuple[int, str]]]]:
+    """Per finding: its line and the (line, description) of each related site."""
+    context, findings = _check(rule, source, "snippet.py")
+    return sorted(
+        (
+            context.position(finding.node).start.line,
+            [(context.position(node).start.line, text) for node, text in finding.related],
+        )
+        for finding in findings
+    )
