@@ -18,6 +18,7 @@ bits of precision.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -53,7 +54,8 @@ class Fp16Offender:
     #: forward output) or ``"gradient"`` (of an output, or of a parameter).
     kind: TensorKind
     #: Which tensor: a parameter or buffer name (``"weight"``), an output position (``"output"``,
-    #: ``"output[0]"``, ``"output['logits']"``), or either followed by ``.grad``.
+    #: ``"output[0]"``, ``"output['logits']"``), either followed by ``.grad``, or for the model's
+    #: inputs ``"args[0]"`` or the keyword's name.
     tensor: str
     #: Elements observed (all calls together).
     numel: int
@@ -200,7 +202,7 @@ def _measurable(value: object) -> bool:
 def _plain(value: torch.Tensor) -> torch.Tensor:
     """The elements of ``value`` as an ordinary tensor."""
     if value.is_nested:  # e.g. TransformerEncoder's eval fast path, given a padding mask
-        return torch.cat([part.reshape(-1) for part in value.detach().unbind()])
+        return torch.cat([part.reshape(-1) for part in value.unbind()])
     return value
 
 
@@ -221,7 +223,7 @@ def _named_tensors(obj: object, label: str, depth: int = 0) -> Iterator[tuple[st
             yield from _named_tensors(getattr(obj, field.name), f"{label}.{field.name}", depth + 1)
 
 
-_Key = tuple[str, str, str]  # (module, kind, tensor)
+_Key = tuple[str, TensorKind, str]  # (module, kind, tensor)
 
 
 @dataclass(slots=True)
@@ -279,6 +281,14 @@ class _Recorder:
         self.pending.clear()
 
 
+def _version(tensor: torch.Tensor) -> int | None:
+    """The in-place write counter; ``None`` for inference-mode tensors, which keep none."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return None
+
+
 def _param_kind(name: str) -> TensorKind:
     return "bias" if name.endswith("bias") else "weight"
 
@@ -299,7 +309,7 @@ class _ModelSnapshot:
             for name, buf in module.named_buffers(recurse=False)
         ]
         self.params = [
-            (module, name, param, param.requires_grad, param.grad, param._version)
+            (module, name, param, param.requires_grad, param.grad, _version(param))
             for module in model.modules()
             for name, param in module.named_parameters(recurse=False)
         ]
@@ -319,7 +329,7 @@ class _ModelSnapshot:
             param.requires_grad_(requires_grad)
             if param.grad is not grad:
                 param.grad = grad
-            if param._version != version:
+            if _version(param) != version:
                 where = ".".join(filter(None, (module_names.get(module, "?"), name)))
                 raise RuntimeError(
                     f"check_fp16_compat: the model's forward wrote to parameter {where!r} in "
@@ -337,7 +347,7 @@ def _owners(model: nn.Module) -> dict[torch.Tensor, tuple[str, str]]:
 
 
 def _device_type(model: nn.Module, example: list[torch.Tensor]) -> str:
-    for tensor in (*model.parameters(), *model.buffers(), *example):
+    for tensor in itertools.chain(model.parameters(), model.buffers(), example):
         if tensor.device.type != "meta":
             return tensor.device.type
     return "cpu"
@@ -412,8 +422,9 @@ def _run(
     """One forward (and backward); returns whether gradients ran, or why not."""
     handles: list[RemovableHandle] = []
     weights_seen: set[nn.Module] = set()
-    # A container returns its last child's output tensor itself: report it once, at the child.
-    outputs_seen: dict[int, weakref.ref[torch.Tensor]] = {}
+    # A container returns its last child's output tensor itself: report it once, at the child,
+    # unless it was written in place since (an in-place activation holds new values).
+    outputs_seen: dict[int, tuple[weakref.ref[torch.Tensor], int | None]] = {}
 
     def observe_state(module: nn.Module) -> None:
         weights_seen.add(module)
@@ -432,9 +443,9 @@ def _run(
         name = names[module]
         for label, tensor in _named_tensors(output, "output"):
             seen = outputs_seen.get(id(tensor))
-            if seen is not None and seen() is tensor:
+            if seen is not None and seen[0]() is tensor and seen[1] == _version(tensor):
                 continue
-            outputs_seen[id(tensor)] = weakref.ref(tensor)
+            outputs_seen[id(tensor)] = (weakref.ref(tensor), _version(tensor))
             recorder.observe(name, "activation", label, tensor)
             if backward and tensor.requires_grad and _measurable(tensor):
                 handles.append(tensor.register_hook(grad_hook(name, f"{label}.grad")))
@@ -574,7 +585,7 @@ def check_fp16_compat(
     offenders = tuple(
         Fp16Offender(
             module=key[0],
-            kind=key[1],  # type: ignore[arg-type]
+            kind=key[1],
             tensor=key[2],
             numel=tallies[key].numel,
             max_abs=tallies[key].max_abs,

@@ -295,6 +295,29 @@ def test_a_tensor_passed_up_by_a_container_is_reported_once_at_its_maker() -> No
     assert _rows(report) == [("head", "activation", "output")]
 
 
+def test_a_tensor_written_in_place_is_reported_where_it_changed() -> None:
+    class ScaleInPlace(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.mul_(1e5)
+
+    model = nn.Sequential(_linear(4, 4, 0.25), ScaleInPlace())
+
+    report = check_fp16_compat(model, torch.ones(2, 4), backward=False)
+
+    assert _rows(report) == [("1", "activation", "output")]
+    assert report.offenders[0].nonfinite_under_autocast == 8
+
+
+def test_an_output_inside_a_dict_is_labelled_by_its_key() -> None:
+    class Wrapper(nn.Module):
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"small": x, "big": x * 1e5}
+
+    report = check_fp16_compat(Wrapper(), torch.ones(1, 3), backward=False)
+
+    assert _rows(report) == [("", "activation", "output['big']")]
+
+
 def test_a_loss_entry_in_the_output_is_the_default_loss() -> None:
     class WithLoss(nn.Module):
         def __init__(self) -> None:
