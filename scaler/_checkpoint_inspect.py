@@ -54,7 +54,7 @@ _DTYPE_NAMES = {
     "F8_E5M2": "float8_e5m2",
 }
 _FLOATING = frozenset({"F16", "BF16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
-# Elements read at once when counting; bounds memory to a few hundred MB for any tensor size.
+# Elements read at once when counting (whole rows of the first dimension, so at least one row).
 _CHUNK_ELEMENTS = 1 << 24
 _INDEX_SUFFIX = ".safetensors.index.json"
 
@@ -268,7 +268,10 @@ def _read_file(
 
 def _plan_folder(folder: Path) -> tuple[dict[Path, list[str] | None], list[SkippedFile]]:
     """Which files of a model folder to read (with the tensors the index expects) and to skip."""
-    entries = sorted(p for p in folder.iterdir() if p.is_file())
+    try:
+        entries = sorted(p for p in folder.iterdir() if p.is_file())
+    except OSError as exc:
+        raise CheckpointError(f"{folder}: cannot list the folder ({exc})") from exc
     skipped = [
         SkippedFile(p, NOT_INSPECTED[p.suffix.lower()])
         for p in entries
@@ -298,7 +301,7 @@ def inspect_checkpoint(path: str | Path, *, count_out_of_range: bool = False) ->
     ``path`` is a ``.safetensors`` file or a Hugging Face model folder (its ``config.json``, its
     ``*.safetensors`` files, or the shards a ``*.safetensors.index.json`` names; subfolders are
     not searched). Only headers are read unless ``count_out_of_range`` is true; then every
-    floating-point tensor is read, a bounded slice at a time, to count the weights above fp16's
+    floating-point tensor is read, one slice of rows at a time, to count the weights above fp16's
     max and the nonzero ones below its smallest subnormal. Pickle files are listed as skipped and
     never opened. Raises :class:`CheckpointError` naming the file for a missing path, a corrupt or
     truncated safetensors file, an index naming a missing shard, or a malformed JSON file.
