@@ -1,8 +1,74 @@
-"""Sphinx configuration for the ampscale documentation."""
+"""Sphinx configuration for the ampscale documentation.
+
+The build is offline and strict: ``sphinx-build -W --keep-going -n -b html docs <out>`` must pass
+with no warnings. Generated parts (number-format table, CLI reference, rule pages, figures) come
+from the local extensions in ``_ext/`` so they cannot drift from the code.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+# Figures are rendered at build time on machines without a display.
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
 
 project = "ampscale"
 author = "the ampscale developers"
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+copyright = "the ampscale developers"
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "matplotlib.sphinxext.plot_directive",
+    "finfo_table",
+    "cli_reference",
+    "rule_pages",
+]
+
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build"]
+# _snippets holds text included into several pages; it is not a page of its own.
+exclude_patterns = ["_build", "_snippets", "_ext", ".gitignore"]
+root_doc = "index"
+
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+nitpicky = True
+# No intersphinx: the build must not touch the network, so references to other projects' objects
+# (torch, libcst, the standard library) cannot resolve. They come from autodoc's rendering of our
+# signatures and type hints. We ignore exactly those namespaces, and nothing of our own, so that a
+# reference to an ampscale name that does not exist still fails the build.
+nitpick_ignore_regex = [
+    (r"py:.*", r"(torch|nn|libcst|cst)(\..*)?"),
+    (
+        r"py:.*",
+        r"(collections\.abc|typing|types|enum|dataclasses|argparse|warnings|pathlib|os|abc)\..*",
+    ),
+    (r"py:class", r"(Iterable|Iterator|Sequence|Mapping|Callable|Any|Literal|Self|Path)"),
+    (r"py:class", r"(Tensor|Optimizer|Module|ProcessGroup|PathLike)"),
+    # A typing alias of ours (Literal["ignore", "warn", "raise"]); autodoc prints its name, which
+    # is not a documented object. The constructor's docstring lists the values.
+    (r"py:class", r"BelowOnePolicy"),
+]
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "show-inheritance": False}
+
+# Figures: PNG only, no "source"/"formats" links (the code lives in _ext/scale_figures.py).
+plot_formats = [("png", 110)]
+plot_html_show_formats = False
+plot_html_show_source_link = False
+plot_include_source = False
+plot_rcparams = {"figure.figsize": (7.5, 3.6), "font.size": 9}
+
 html_theme = "alabaster"
+html_title = "ampscale"
+html_theme_options = {
+    "description": "fp16 mixed precision without NaN surprises",
+    "fixed_sidebar": False,
+}
+html_sidebars = {"**": ["about.html", "navigation.html", "searchbox.html"]}

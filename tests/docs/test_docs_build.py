@@ -1,0 +1,55 @@
+"""The site builds with zero warnings, quickly, and every page is reachable from the toctree."""
+
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+
+from docs_site import DOCS, DocsBuild
+
+#: The brief's budget for one build; CI runs it twice (tox env ``docs`` and these tests).
+MAX_BUILD_SECONDS = 60
+
+
+def test_build_succeeds_without_warnings(docs_build: DocsBuild) -> None:
+    assert docs_build.returncode == 0, docs_build.log
+    assert not re.search(r"WARNING|ERROR", docs_build.log), docs_build.log
+
+
+def test_build_is_fast(built_docs: DocsBuild) -> None:
+    assert built_docs.seconds < MAX_BUILD_SECONDS
+
+
+def _source_docnames() -> set[str]:
+    ignored = {"_build", "_ext", "_snippets"}
+    return {
+        path.relative_to(DOCS).with_suffix("").as_posix()
+        for path in DOCS.rglob("*.md")
+        if not ignored & set(path.relative_to(DOCS).parts)
+    }
+
+
+def test_every_page_is_reachable_from_the_root_toctree(built_docs: DocsBuild) -> None:
+    # Sphinx's pickled environment records, for each document, the documents its toctrees include.
+    environment = pickle.loads((built_docs.html / ".doctrees" / "environment.pickle").read_bytes())
+    reachable, pending = set(), ["index"]
+    while pending:
+        docname = pending.pop()
+        if docname not in reachable:
+            reachable.add(docname)
+            pending.extend(environment.toctree_includes.get(docname, ()))
+    assert _source_docnames() - reachable == set()
+    assert _source_docnames() <= set(environment.found_docs)
+
+
+def test_no_page_is_left_out_of_the_html(built_docs: DocsBuild) -> None:
+    html = built_docs.html
+    assert [name for name in _source_docnames() if not (html / f"{name}.html").exists()] == []
+
+
+def test_docs_do_not_fetch_anything(built_docs: DocsBuild) -> None:
+    # intersphinx would download inventories; the build must work offline.
+    conf = (DOCS / "conf.py").read_text(encoding="utf-8")
+    assert "intersphinx" not in conf
+    assert Path(built_docs.html, "objects.inv").exists()

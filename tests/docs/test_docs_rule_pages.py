@@ -1,0 +1,41 @@
+"""One page per registered rule, generated from the rule's own metadata and examples."""
+
+from __future__ import annotations
+
+import pytest
+from docs_site import DocsBuild, text_of
+
+from linter.rules import ALL_RULES
+
+#: ruff's headings, in page order.
+HEADINGS = ("What it does", "Why is this bad?", "Example", "Use instead", "Options", "Suppression")
+
+
+def test_rules_are_registered() -> None:
+    # Without rules the loop below would pass vacuously.
+    assert ALL_RULES
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
+def test_every_rule_has_a_page_with_ruffs_sections(built_docs: DocsBuild, rule: type) -> None:
+    page = built_docs.page(f"reference/rules/{rule.code.lower()}")
+    headings = [h for h in HEADINGS if f">{h}<" in page]
+    assert headings == list(HEADINGS)
+    text = text_of(page)
+    assert f"{rule.code}: {rule.name}" in text
+    assert f"# noqa: {rule.code}" in text
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
+def test_rule_page_shows_each_example(built_docs: DocsBuild, rule: type) -> None:
+    text = text_of(built_docs.page(f"reference/rules/{rule.code.lower()}"))
+    for example in (*rule.invalid, *rule.valid):
+        # Every example's longest line, as rendered (code blocks keep their text).
+        longest = max(example.code.strip().splitlines(), key=len).strip()
+        assert " ".join(longest.split()) in text
+
+
+def test_rules_index_links_every_rule(built_docs: DocsBuild) -> None:
+    page = built_docs.page("reference/rules/index")
+    for rule in ALL_RULES:
+        assert f'href="{rule.code.lower()}.html"' in page
