@@ -523,10 +523,17 @@ def check_fp16_compat(
     so pass ``loss_fn`` when judging gradient underflow, the problem a loss scaler exists to
     solve.
 
+    ``report.ok`` is strict: one element out of range makes a row. Overflow rows
+    (``report.overflows``) are what breaks fp16 training. A gradient row where a handful of a
+    tensor's elements underflow is usually a value that is zero in exact arithmetic, seen through
+    rounding noise (the gradient of an attention key bias, which softmax cancels, measures about
+    1e-8): compare ``underflow_count`` with ``numel`` before acting on it.
+
     The model is restored: parameters, buffers, ``.grad``, ``requires_grad`` and training flags
     are as before, every hook is removed even when the forward raises, and the global RNG state
-    is unchanged. ``backward`` and ``loss_fn`` are reserved keyword names; all other keywords go
-    to the model.
+    is unchanged. Parameters are not copied (that would double the model's memory), so a forward
+    that writes to one in place raises RuntimeError naming it. ``backward`` and ``loss_fn`` are
+    reserved keyword names; all other keywords go to the model.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(

@@ -391,6 +391,24 @@ def test_an_exception_in_forward_leaves_no_hooks_and_restores_buffers() -> None:
     assert int(model[1].num_batches_tracked) == 0
 
 
+def test_a_forward_that_writes_to_a_parameter_is_an_error_naming_it() -> None:
+    class Drifts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                self.proj.bias.add_(1.0)
+            return self.proj(x)
+
+    model = Drifts()
+
+    with pytest.raises(RuntimeError, match=r"wrote to parameter 'proj\.bias' in place"):
+        check_fp16_compat(model, torch.ones(1, 2))
+    assert _no_hooks_left(model)
+
+
 def test_frozen_model_skips_gradients_with_a_note() -> None:
     model = nn.Linear(4, 2).requires_grad_(False)
 
