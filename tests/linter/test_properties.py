@@ -1,0 +1,74 @@
+"""Property tests: the engine never raises, and every position it reports lies inside the file."""
+
+from __future__ import annotations
+
+import re
+
+import hypothesmith
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lint_dummies import EveryName, PrintCall
+
+from linter._diagnostic import Diagnostic
+from linter._engine import lint_bytes, lint_text
+from linter.rules import ALL_RULES
+
+# hypothesmith compiles what it generates, and CPython warns about calls like `1()` in it.
+pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Bounded: hypothesmith's generators are slow (seconds per dozen programs).
+BOUNDED = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+FEW = settings(BOUNDED, max_examples=12)
+
+
+def assert_inside(text: str, diagnostic: Diagnostic) -> None:
+    lines = LINE_BREAK.split(text)
+    sites = [(diagnostic.line, diagnostic.column), (diagnostic.end_line, diagnostic.end_column)]
+    sites += [(related.line, related.column) for related in diagnostic.related]
+    for line, column in sites:
+        assert 1 <= line <= len(lines), (line, len(lines))
+        assert 1 <= column <= len(lines[line - 1]) + 1, (line, column, lines[line - 1])
+
+
+def all_rules() -> list:
+    return [EveryName(), PrintCall(), *(rule() for rule in ALL_RULES)]
+
+
+@BOUNDED
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    report = lint_bytes("fuzz.py", data, all_rules())
+    assert report.path == "fuzz.py"
+    assert all(error.path == "fuzz.py" for error in report.errors)
+
+
+@BOUNDED
+@given(
+    st.text(alphabet=st.sampled_from("print(x)\n\r\t #:'\"\\é=[]{}.,0123456789ifdef"), max_size=200)
+)
+def test_python_looking_text_never_raises_and_positions_are_inside(text: str) -> None:
+    report = lint_text("fuzz.py", text, all_rules())
+    for diagnostic in report.diagnostics:
+        assert_inside(text, diagnostic)
+
+
+@FEW
+@given(hypothesmith.from_grammar())
+def test_generated_programs_lint_cleanly_with_positions_inside(source: str) -> None:
+    report = lint_text("generated.py", source, all_rules())
+    assert report.errors == ()
+    for diagnostic in report.diagnostics:
+        assert_inside(source, diagnostic)
+
+
+@FEW
+@given(hypothesmith.from_node())
+def test_generated_syntax_trees_lint_cleanly_with_positions_inside(source: str) -> None:
+    report = lint_text("generated.py", source, all_rules())
+    assert report.errors == ()
+    for diagnostic in report.diagnostics:
+        assert_inside(source, diagnostic)
