@@ -354,16 +354,10 @@ def _device_type(model: nn.Module, example: list[torch.Tensor]) -> str:
 
 
 def _rng_devices(device_type: str, tensors: list[torch.Tensor]) -> list[int]:
+    """Accelerator indices whose RNG the runs may draw from (a tensor's device always has one)."""
     if device_type == "cpu":
         return []
-    module = torch.get_device_module(device_type)
-    return sorted(
-        {
-            t.device.index if t.device.index is not None else module.current_device()
-            for t in tensors
-            if t.device.type == device_type
-        }
-    )
+    return sorted({t.device.index or 0 for t in tensors if t.device.type == device_type})
 
 
 def _random_signs(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
