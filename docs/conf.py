@@ -25,6 +25,7 @@ extensions = [
     "matplotlib.sphinxext.plot_directive",
     "finfo_table",
     "cli_reference",
+    "lint_output",
     "rule_pages",
 ]
 

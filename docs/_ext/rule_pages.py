@@ -42,8 +42,8 @@ def split_sections(doc: str) -> tuple[str, dict[str, str]]:
     matches = list(_HEADING.finditer(doc))
     preamble = doc[: matches[0].start()] if matches else doc
     sections = {}
-    for match, following in zip(matches, [*matches[1:], None], strict=True):
-        end = following.start() if following else len(doc)
+    ends = [following.start() for following in matches[1:]] + [len(doc)] * bool(matches)
+    for match, end in zip(matches, ends, strict=True):
         sections[match.group(1)] = doc[match.end() : end].strip()
     return preamble.strip(), sections
 

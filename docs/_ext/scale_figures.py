@@ -13,10 +13,12 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 import torch
 
-#: Steps of the healthy run; with growth_interval=100 the growth/back-off cycle shows several times.
-HEALTHY_STEPS = 1200
-#: Growth interval of the healthy run (torch's default is 2000, which would need ~10x the steps).
-HEALTHY_GROWTH_INTERVAL = 100
+from scaler import GradScaler
+
+#: Steps of the healthy run; with growth_interval=50 the growth/back-off cycle shows several times.
+HEALTHY_STEPS = 700
+#: Growth interval of the healthy run (torch's default is 2000, which would need ~40x the steps).
+HEALTHY_GROWTH_INTERVAL = 50
 #: Steps of the always-overflowing run: enough for torch's scale to reach exactly 0 (step 166).
 OVERFLOW_STEPS = 200
 
@@ -24,15 +26,30 @@ ScalerFactory = Callable[..., object]
 
 
 def _scaler_factories() -> list[tuple[str, ScalerFactory, dict[str, str]]]:
-    return [("torch.amp.GradScaler", torch.amp.GradScaler, {"ls": "--", "color": "tab:red"})]
+    # Ours first and solid, torch's dashed on top: where they agree the dashes show both.
+    return [
+        ("ampscale GradScaler", GradScaler, {"ls": "-", "color": "tab:blue", "lw": 2.5}),
+        ("torch.amp.GradScaler", torch.amp.GradScaler, {"ls": "--", "color": "tab:red"}),
+    ]
 
 
-def _train(make_scaler: ScalerFactory, steps: int, inputs_scale: float, **kwargs: object) -> list:
+def _train(
+    make_scaler: ScalerFactory, steps: int, inputs_scale: float, **kwargs: object
+) -> list[float]:
     """Scale after each step of a small regression trained under CPU fp16 autocast."""
     torch.manual_seed(0)
+    # Tiny tensors: one thread is faster than many, and the docs build shares the CPU with others.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_steps(make_scaler("cpu", **kwargs), steps, inputs_scale)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_steps(scaler: object, steps: int, inputs_scale: float) -> list[float]:
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    scaler = make_scaler("cpu", **kwargs)
     inputs = torch.randn(256, 16)
     targets = inputs.sum(dim=1, keepdim=True) * 8
     scales = []
@@ -62,6 +79,14 @@ def plot_scale_trajectories() -> None:
         healthy.plot(_log2(scales), label=label, **style)
         scales = _train(make_scaler, OVERFLOW_STEPS, 1e5)
         collapsing.plot(range(1, len(scales) + 1), _log2(scales), label=label, **style)
+        if scales[-1] > 0:
+            collapsing.annotate(
+                f"stays at 2**{math.log2(scales[-1]):g}",
+                (len(scales), math.log2(scales[-1])),
+                xytext=(-95, 8),
+                textcoords="offset points",
+                color=style["color"],
+            )
         if 0.0 in scales:
             first_zero = scales.index(0.0) + 1
             collapsing.plot([first_zero], [-152], marker="x", color=style["color"])
