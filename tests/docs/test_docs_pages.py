@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
-from docs_site import DocsBuild, text_of
+from docs_site import DOCS, DocsBuild, text_of
 
 import scaler
 from linter.cli import build_parser
@@ -26,7 +27,7 @@ def test_scale_below_one_warning_is_on_the_page(built_docs: DocsBuild, docname: 
 def test_guides_open_with_the_warning_admonition(built_docs: DocsBuild, docname: str) -> None:
     page = built_docs.page(docname)
     heading = page.index("<h1")
-    admonition = page.index('class="admonition warning"')
+    admonition = re.search(r'class="(warning admonition|admonition warning)"', page).start()
     first_paragraph_after_heading = page.index("<p>", page.index("</h1>"))
     assert heading < admonition < first_paragraph_after_heading
 
@@ -72,3 +73,15 @@ def test_build_time_figures_are_embedded(built_docs: DocsBuild, docname: str) ->
     assert images
     for src in images:
         assert (built_docs.html / docname).parent.joinpath(src).resolve().stat().st_size > 10_000
+
+
+def test_quickstart_shows_what_amp_lint_prints_today(built_docs: DocsBuild) -> None:
+    sys.path.insert(0, str(DOCS / "_ext"))
+    from lint_output import run_amp_lint
+
+    status, output = run_amp_lint(["examples/fp16_get_scale_every_step.py"])
+    assert status == 1
+    assert "AMP001" in output
+    text = text_of(built_docs.page("quickstart"))
+    for line in output.strip().splitlines():
+        assert " ".join(line.split()) in text
