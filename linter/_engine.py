@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import re
+import stat
 import tokenize
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import libcst as cst
@@ -55,6 +56,12 @@ class FileReport:
 def read_source(path: str) -> bytes:
     """The file's bytes; `SourceError` for anything that is not a readable, sane-sized file."""
     try:
+        # A named pipe or a device would block or never end: only regular files are read.
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise SourceError("is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise SourceError("not a regular file")
         with open(path, "rb") as stream:
             size = os.fstat(stream.fileno()).st_size
             if size > MAX_FILE_BYTES:
@@ -63,8 +70,6 @@ def read_source(path: str) -> bytes:
                     f"{MAX_FILE_BYTES // 2**20} MiB)"
                 )
             return stream.read()
-    except IsADirectoryError:
-        raise SourceError("is a folder, not a file") from None
     except OSError as error:
         raise SourceError(f"cannot read: {error.strerror or error}") from None
 
@@ -182,11 +187,21 @@ def run_jobs(jobs: Sequence[Job], workers: int | None) -> list[FileReport]:
         for index, job in heavy:
             reports[index] = run_job(job)
     else:
-        with ProcessPoolExecutor(max_workers=min(count, len(heavy))) as pool:
-            chunk = max(1, min(16, len(heavy) // (4 * count)))
-            done = pool.map(run_job, (job for _, job in heavy), chunksize=chunk)
-            for (index, _), report in zip(heavy, done, strict=True):
-                reports[index] = report
+        # Imported here: a single-file run (the pre-commit case) never needs it.
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            with ProcessPoolExecutor(max_workers=min(count, len(heavy))) as pool:
+                chunk = max(1, min(16, len(heavy) // (4 * count)))
+                done = pool.map(run_job, (job for _, job in heavy), chunksize=chunk)
+                for (index, _), report in zip(heavy, done, strict=True):
+                    reports[index] = report
+        except (BrokenProcessPool, pickle.PicklingError, AttributeError, OSError):
+            # No workers to be had (a sandbox), or rules that cannot be sent to them (a rule
+            # class defined in a function): lint here instead. `run_job` itself never raises.
+            for index, job in heavy:
+                reports[index] = run_job(job)
     return [report for report in reports if report is not None]
 
 

@@ -116,3 +116,14 @@ def test_public_names_are_exported() -> None:
 
 def test_dummy_rule_is_not_registered() -> None:
     assert PrintCall not in linter.rules.ALL_RULES
+
+
+def test_rules_that_cannot_reach_workers_are_run_here(tmp_path: Path) -> None:
+    class LocalPrint(PrintCall):  # defined in a function: cannot be pickled for a worker
+        pass
+
+    for index in range(PARALLEL_MIN_FILES + 1):
+        (tmp_path / f"m{index:03}.py").write_text("print(1)\n")
+    result = lint_paths([tmp_path], rules=(LocalPrint,), jobs=2)
+    assert len(result.diagnostics) == PARALLEL_MIN_FILES + 1
+    assert result.errors == ()

@@ -172,3 +172,10 @@ class TestReadErrors:
         target.write_bytes(b"x = 1\n" * 400_000)
         report = lint_file(str(target), [PrintCall()])
         assert report.errors[0].message == "file is too large (2 MiB; the limit is 1 MiB)"
+
+
+def test_named_pipe_is_reported_not_read(tmp_path: Path) -> None:
+    pipe = tmp_path / "pipe.py"
+    os.mkfifo(pipe)
+    report = lint_file(str(pipe), [PrintCall()])
+    assert report.errors[0].message == "not a regular file"
