@@ -19,13 +19,7 @@ from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
-from scaler._scale_update import (
-    EVENT_BELOW_ONE,
-    EVENT_FLOOR_HIT,
-    FP32_MAX,
-    SAFETY_FLOOR,
-    ScaleState,
-)
+from scaler._scale_update import FP32_MAX, SAFETY_FLOOR, ScaleState
 
 __all__ = ["GradScaler", "OptState"]
 
@@ -231,9 +225,8 @@ class GradScaler:
         )
         if self._init_stats is not None:
             state.counters.copy_(torch.tensor(self._init_stats["counters"], dtype=torch.int64))
-            state.scale_range.copy_(
-                torch.tensor(self._init_stats["scale_range"], dtype=torch.float32)
-            )
+            state.set_scale_range(*self._init_stats["scale_range"])
+            state.mark_reported()
             self._init_stats = None
         self._state = state
         return state
@@ -510,33 +503,30 @@ class GradScaler:
         return self._read_scale_and_report(stacklevel=3)
 
     def _read_scale_and_report(self, stacklevel: int) -> float:
+        """Read the scale (one sync) and report an event recorded since the last report."""
         state = self._state
         assert state is not None
         if self._below_one == "ignore":
             return state.scale.item()
-        # One transfer: a pending event flips the sign (the scale is always > 0).
-        signed = torch.where(state.pending != 0, -state.scale, state.scale).item()
+        # One transfer carries both: a pending event flips the sign (the scale is always > 0).
+        signed = torch.where(state.event_pending(), -state.scale, state.scale).item()
+        scale = abs(signed)
         if signed < 0:
-            self._report_pending(-signed, stacklevel + 1)
-        return abs(signed)
-
-    def _report_pending(self, scale: float, stacklevel: int) -> None:
-        state = self._state
-        assert state is not None
-        events = int(state.pending.item())
-        state.pending.zero_()
-        if events:
-            floor_hit = bool(events & EVENT_FLOOR_HIT) and not events & EVENT_BELOW_ONE
-            report_below_one(self._below_one, scale, floor_hit, stacklevel=stacklevel + 1)
+            state.mark_reported()  # an async device copy: no second sync
+            # At or above 1 the event can only be a floor hit (min_scale >= 1).
+            report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=stacklevel + 1)
+        return scale
 
     def check(self) -> None:
         """Report a scale-below-1 (or floor) event the device recorded; one sync.
 
         With ``below_one="warn"`` warns :class:`ScaleBelowOneWarning`, with ``"raise"`` raises
-        :class:`ScaleBelowOneError`; with "ignore" does nothing. Each event is reported once.
+        :class:`ScaleBelowOneError`; with "ignore" does nothing. An event is an ``update()`` that
+        ended below 1 or at the floor; each is reported once, at the first of ``check()``,
+        ``get_scale()`` or ``state_dict()`` after it.
         """
         if self._enabled and self._state is not None and self._below_one != "ignore":
-            self._report_pending(self._state.scale.item(), stacklevel=3)
+            self._read_scale_and_report(stacklevel=3)
 
     def _get_growth_tracker(self) -> int:
         if not self._enabled:
@@ -560,10 +550,10 @@ class GradScaler:
             hysteresis_tracker = self._init_hysteresis_tracker
             stats = self._init_stats or _fresh_stats(self._init_scale)
         else:
+            if self._below_one != "ignore":
+                self._read_scale_and_report(stacklevel=3)
             host = self._state.to_host()
             scale = float(host["scale"])
-            if self._below_one != "ignore" and host["pending"]:
-                self._report_pending(scale, stacklevel=3)
             growth_tracker = int(host["growth_tracker"])
             hysteresis_tracker = int(host["hysteresis_tracker"])
             stats = {"counters": host["counters"], "scale_range": host["scale_range"]}
@@ -611,8 +601,8 @@ class GradScaler:
         self._state.growth_tracker.fill_(loaded["_growth_tracker"])
         self._state.hysteresis_tracker.fill_(loaded[_HYSTERESIS_KEY])
         self._state.counters.copy_(torch.tensor(stats["counters"], dtype=torch.int64))
-        self._state.scale_range.copy_(torch.tensor(stats["scale_range"], dtype=torch.float32))
-        self._state.pending.zero_()
+        self._state.set_scale_range(*stats["scale_range"])
+        self._state.mark_reported()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

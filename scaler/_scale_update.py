@@ -34,19 +34,16 @@ COUNTER_NAMES: tuple[str, ...] = (
     "steps_below_one",
 )
 
-# Bits of ``ScaleState.pending``: events the host has not reported yet.
-EVENT_BELOW_ONE = 1
-EVENT_FLOOR_HIT = 2
-
 
 class ScaleState:
-    """The device tensors behind one scaler: scale, trackers, monitoring counters, events."""
+    """The device tensors behind one scaler: scale, trackers, monitoring counters."""
 
     __slots__ = (
+        "_vectors",
         "counters",
         "growth_tracker",
         "hysteresis_tracker",
-        "pending",
+        "reported",
         "scale",
         "scale_range",
     )
@@ -68,21 +65,56 @@ class ScaleState:
         )
         #: Monitoring counters, indexed by the module constants above.
         self.counters = torch.zeros(N_COUNTERS, dtype=torch.int64, device=device)
-        #: ``[min, max]`` of the scale seen after each update (and at creation).
-        self.scale_range = torch.full((2,), scale, dtype=torch.float32, device=device)
-        #: Event bits (``EVENT_*``) recorded on the device and not reported to the host yet.
-        self.pending = torch.zeros((), dtype=torch.int32, device=device)
+        #: ``[min, -max]`` of the scale after each update, negated so one ``minimum`` updates both.
+        self.scale_range = torch.tensor([scale, -scale], dtype=torch.float32, device=device)
+        #: ``counters[FLOOR_HITS:]`` when the host last reported an event; a difference is a new
+        #: event (a floor hit, or an update that ended below 1) found without extra bookkeeping.
+        self.reported = torch.zeros(2, dtype=torch.int64, device=device)
+        self._vectors = _UpdateVectors(device)
+
+    def event_pending(self) -> torch.Tensor:
+        """0-dim bool: an update ended below 1 or at the floor since the last report."""
+        return (self.counters[FLOOR_HITS:] != self.reported).any()
+
+    def mark_reported(self) -> None:
+        self.reported.copy_(self.counters[FLOOR_HITS:])
+
+    def set_scale_range(self, low: float, high: float) -> None:
+        self.scale_range.copy_(torch.tensor([low, -high], dtype=torch.float32))
+
+    def scale_range_host(self) -> list[float]:
+        low, negative_high = self.scale_range.tolist()
+        return [low, -negative_high]
 
     def to_host(self) -> dict[str, object]:
-        """Everything as Python values; one transfer per tensor (used by state_dict/stats)."""
+        """Everything as Python values (used by state_dict/stats; one transfer per tensor)."""
         return {
             "scale": self.scale.item(),
             "growth_tracker": int(self.growth_tracker.item()),
             "hysteresis_tracker": int(self.hysteresis_tracker.item()),
             "counters": [int(v) for v in self.counters.tolist()],
-            "scale_range": [float(v) for v in self.scale_range.tolist()],
-            "pending": int(self.pending.item()),
+            "scale_range": self.scale_range_host(),
         }
+
+
+class _UpdateVectors:
+    """Constant vectors that let ``record_update`` advance all counters with a few ops."""
+
+    __slots__ = ("below", "floor", "found", "keep_streak", "reset_streak", "signs", "step")
+
+    def __init__(self, device: torch.device) -> None:
+        def unit(*positions: int) -> torch.Tensor:
+            vector = torch.zeros(N_COUNTERS, dtype=torch.int64)
+            vector[list(positions)] = 1
+            return vector.to(device)
+
+        self.step = unit(STEPS)
+        self.found = unit(SKIPPED_STEPS, OVERFLOW_STREAK)
+        self.floor = unit(FLOOR_HITS)
+        self.below = unit(STEPS_BELOW_ONE)
+        self.keep_streak = torch.ones(N_COUNTERS, dtype=torch.int64, device=device)
+        self.reset_streak = 1 - unit(OVERFLOW_STREAK)
+        self.signs = torch.tensor([1.0, -1.0], dtype=torch.float32, device=device)
 
 
 def combine_found_inf(found_infs: list[torch.Tensor], device: torch.device) -> torch.Tensor:
@@ -157,38 +189,22 @@ def update_scale_(
     scale = state.scale
     floor_hit = scale < floor
     scale.clamp_(min=floor, max=cap)
-    below_one = scale < 1.0
-    record_update(state, found_inf != 0, floor_hit, below_one)
+    record_update(state, found_inf != 0, floor_hit, scale < 1.0)
 
 
 def record_update(
     state: ScaleState, found: torch.Tensor, floor_hit: torch.Tensor, below_one: torch.Tensor
 ) -> None:
-    """Advance the monitoring counters and event bits after the scale has been updated."""
-    counters = state.counters
-    skipped = found.to(torch.int64)
-    counters.add_(
-        torch.stack(
-            (
-                torch.ones_like(skipped),
-                skipped,
-                skipped,
-                torch.zeros_like(skipped),
-                floor_hit.to(torch.int64),
-                below_one.to(torch.int64),
-            )
-        )
-    )
-    streak = counters[OVERFLOW_STREAK]
-    streak.mul_(skipped)
+    """Advance the monitoring counters after the scale has been updated (about a dozen ops)."""
+    counters, vectors = state.counters, state._vectors
+    counters.add_(vectors.step)
+    counters.addcmul_(vectors.found, found)
+    counters.addcmul_(vectors.floor, floor_hit)
+    counters.addcmul_(vectors.below, below_one)
+    counters.mul_(torch.where(found, vectors.keep_streak, vectors.reset_streak))
     longest = counters[LONGEST_OVERFLOW_STREAK]
-    torch.maximum(longest, streak, out=longest)
-    scale_range = state.scale_range
-    torch.minimum(scale_range[0], state.scale, out=scale_range[0])
-    torch.maximum(scale_range[1], state.scale, out=scale_range[1])
-    state.pending.bitwise_or_(
-        below_one.to(torch.int32) * EVENT_BELOW_ONE + floor_hit.to(torch.int32) * EVENT_FLOOR_HIT
-    )
+    torch.maximum(longest, counters[OVERFLOW_STREAK], out=longest)
+    torch.minimum(state.scale_range, state.scale * vectors.signs, out=state.scale_range)
 
 
 def set_scale_(
@@ -207,11 +223,5 @@ def set_scale_(
         scale.fill_(new_scale)
     floor_hit = scale < floor
     scale.clamp_(min=floor, max=cap)
-    below_one = scale < 1.0
-    scale_range = state.scale_range
-    torch.minimum(scale_range[0], scale, out=scale_range[0])
-    torch.maximum(scale_range[1], scale, out=scale_range[1])
-    state.counters[FLOOR_HITS].add_(floor_hit.to(torch.int64))
-    state.pending.bitwise_or_(
-        below_one.to(torch.int32) * EVENT_BELOW_ONE + floor_hit.to(torch.int32) * EVENT_FLOOR_HIT
-    )
+    state.counters.addcmul_(state._vectors.floor, floor_hit)
+    torch.minimum(state.scale_range, scale * state._vectors.signs, out=state.scale_range)
