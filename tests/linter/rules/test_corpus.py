@@ -44,3 +44,9 @@ def test_findings_only_in_files_the_trigger_filter_keeps(path: Path) -> None:
     for rule in ALL_RULES:
         if run_rule(rule, source):
             assert any(trigger in source for trigger in rule.triggers)
+
+
+def test_corpus_is_large_enough_and_balanced() -> None:
+    positives = [path for path in FILES if expected_findings(path.read_text(encoding="utf-8"))]
+    assert len(FILES) >= 40
+    assert 0.3 < len(positives) / len(FILES) < 0.7

@@ -1,0 +1,291 @@
+"""Where each model in a module became bf16: loaded or cast as bfloat16, or a bf16 family.
+
+Models are tracked by the dotted name they are bound to (``model``, ``self.model``), per scope:
+plain names per function (in source order, so a rebinding ends the old model), ``self.x``
+per class. A model keeps its origin through ``.to(device)``, ``.cuda()``, wrappers such as
+``get_peft_model(model, ...)`` or ``torch.compile(model)`` and ``accelerator.prepare(model, ...)``.
+A dtype chosen at runtime (``torch_dtype=dtype`` where ``dtype`` depends on a flag) is not
+known statically, so it makes no origin: one switch driving both sides is not a mismatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter.rules._bf16_families import Bf16Family, bf16_family
+from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
+from linter.rules._module_index import ModuleIndex
+
+BF16 = "bf16"
+FP16 = "fp16"
+FP32 = "fp32"
+AUTO = "auto"
+
+_DTYPE_NAMES = {
+    "torch.bfloat16": BF16,
+    "torch.float16": FP16,
+    "torch.half": FP16,
+    "torch.float32": FP32,
+    "torch.float": FP32,
+}
+_DTYPE_STRINGS = {
+    "bfloat16": BF16,
+    "bf16": BF16,
+    "torch.bfloat16": BF16,
+    "float16": FP16,
+    "fp16": FP16,
+    "half": FP16,
+    "torch.float16": FP16,
+    "float32": FP32,
+    "fp32": FP32,
+    "float": FP32,
+    "auto": AUTO,
+}
+
+#: Calls whose first argument is the model and whose result is (a wrapper of) that model.
+MODEL_WRAPPERS = frozenset(
+    {
+        "get_peft_model",
+        "prepare_model_for_kbit_training",
+        "compile",
+        "DistributedDataParallel",
+        "DDP",
+        "DataParallel",
+        "FullyShardedDataParallel",
+        "FSDP",
+        "fully_shard",
+    }
+)
+
+#: Methods that return the same model, dtype unchanged.
+_KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
+
+
+@dataclass(frozen=True, slots=True)
+class Bf16Origin:
+    """Where a model became bf16."""
+
+    #: Node of the bf16 site (the dtype argument, the cast call or the checkpoint name).
+    node: cst.CSTNode
+    #: What happened there, e.g. ``loaded as bfloat16``.
+    description: str
+    #: The family, when the checkpoint name made it bf16; None for an explicit dtype.
+    family: Bf16Family | None = None
+
+
+def string_value(node: cst.BaseExpression | None) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call, position: int) -> cst.Arg | None:
+    args = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return args[position] if position < len(args) else None
+
+
+class ModuleConstants:
+    """Module-level names assigned exactly once, to a literal: ``MODEL_NAME = "google/..."``."""
+
+    def __init__(self, index: ModuleIndex) -> None:
+        counts: dict[str, int] = {}
+        values: dict[str, cst.BaseExpression] = {}
+        for node in index.nodes(cst.Assign):
+            for target in node.targets:  # type: ignore[attr-defined]
+                name = dotted_name(target.target)
+                if name is None:
+                    continue
+                counts[name] = counts.get(name, 0) + 1
+                if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]
+                    values[name] = node.value  # type: ignore[attr-defined]
+        #: name -> value expression, for names bound once at module level.
+        self.values = {name: value for name, value in values.items() if counts[name] == 1}
+
+    def resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(node, cst.Name) and node.value in self.values:
+            return self.values[node.value]
+        return node
+
+
+class Bf16Origins:
+    """bf16 origins of the models in one module."""
+
+    def __init__(
+        self, index: ModuleIndex, aliases: ImportAliases, constants: ModuleConstants
+    ) -> None:
+        self._index = index
+        self._aliases = aliases
+        self._constants = constants
+        #: (scope node, dotted name) -> origin, for ``self.x`` (scope = class) in any method.
+        self._attributes: dict[tuple[cst.CSTNode | None, str], Bf16Origin] = {}
+        #: (function or None, name) -> (source rank, binding node, origin or None) in order.
+        self._bindings: dict[
+            tuple[cst.CSTNode | None, str], list[tuple[int, cst.CSTNode, Bf16Origin | None]]
+        ]
+        self._bindings = {}
+        self._collect()
+
+    # -- dtypes -----------------------------------------------------------------------------
+
+    def dtype(self, node: cst.BaseExpression | None) -> str | None:
+        """``bf16``/``fp16``/``fp32``/``auto`` for a literal dtype, None when not static."""
+        if node is None:
+            return None
+        node = self._constants.resolve(node)
+        text = string_value(node)
+        if text is not None:
+            return _DTYPE_STRINGS.get(text.lower())
+        name = dotted_name(node)
+        if name is None:
+            return None
+        return _DTYPE_NAMES.get(self._aliases.qualify(name))
+
+    def checkpoint_name(self, node: cst.BaseExpression | None) -> str | None:
+        if node is None:
+            return None
+        return string_value(self._constants.resolve(node))
+
+    def cast_dtype(self, call: cst.Call) -> str | None:
+        """The dtype a ``.to(...)`` call casts to, if static."""
+        dtype_arg = keyword(call, "dtype")
+        if dtype_arg is not None:
+            return self.dtype(dtype_arg.value)
+        for arg in call.args:
+            if arg.keyword is None:
+                found = self.dtype(arg.value)
+                if found in (BF16, FP16, FP32):
+                    return found
+        return None
+
+    # -- origins of expressions ---------------------------------------------------------------
+
+    def loading_dtype_arg(self, call: cst.Call) -> cst.Arg | None:
+        return keyword(call, "torch_dtype") or keyword(call, "dtype")
+
+    def family_origin(self, name_node: cst.BaseExpression | None) -> Bf16Origin | None:
+        checkpoint = self.checkpoint_name(name_node)
+        if checkpoint is None:
+            return None
+        family = bf16_family(checkpoint)
+        if family is None:
+            return None
+        return Bf16Origin(
+            name_node,  # type: ignore[arg-type]
+            f"loads `{checkpoint}`, a {family.name} checkpoint pretrained in bfloat16",
+            family,
+        )
+
+    def of_expression(self, node: cst.BaseExpression, at: cst.CSTNode) -> Bf16Origin | None:
+        """The origin of the model ``node`` evaluates to, seen from the site ``at``."""
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method == "from_pretrained":
+                    return self._from_pretrained(node)
+                if method == "bfloat16":
+                    return Bf16Origin(node, "cast to bfloat16")
+                if method == "to":
+                    cast = self.cast_dtype(node)
+                    if cast == BF16:
+                        return Bf16Origin(node, "cast to bfloat16")
+                    base = self.of_expression(func.value, at)
+                    if cast == FP32 and base is not None and base.family is None:
+                        return None
+                    return base
+                if method == "float":
+                    base = self.of_expression(func.value, at)
+                    return base if base is not None and base.family is not None else None
+                if method in _KEEP_DTYPE_METHODS:
+                    return self.of_expression(func.value, at)
+            name = dotted_name(func)
+            if name is not None and last_part(name) in MODEL_WRAPPERS:
+                first = positional(node, 0) or keyword(node, "model")
+                if first is not None:
+                    return self.of_expression(first.value, at)
+            return None
+        name = dotted_name(node)
+        if name is None:
+            return None
+        return self.of_name(name, at)
+
+    def of_name(self, name: str, at: cst.CSTNode) -> Bf16Origin | None:
+        if name.startswith("self."):
+            return self._attributes.get((self._class_of(at), name))
+        function = self._index.enclosing_function(at)
+        order = self._index.order.get(at, len(self._index.order))
+        # `model = model.half()`: the binding being evaluated does not exist yet.
+        enclosing = {at, *self._index.ancestors(at)}
+        for scope in (function, None):
+            # A function body runs after the module-level code that binds its globals.
+            limit = len(self._index.order) if scope is None and function is not None else order
+            found: Bf16Origin | None = None
+            seen = False
+            for position, node, origin in self._bindings.get((scope, name), []):
+                if position < limit and node not in enclosing:
+                    found, seen = origin, True
+            if seen:
+                return found
+        return None
+
+    def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:
+        dtype_arg = self.loading_dtype_arg(call)
+        if dtype_arg is not None and self.dtype(dtype_arg.value) == BF16:
+            return Bf16Origin(dtype_arg, "loaded as bfloat16")
+        name_arg = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
+        return self.family_origin(name_arg.value if name_arg is not None else None)
+
+    # -- bindings ----------------------------------------------------------------------------
+
+    def _class_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._index.enclosing_class(node)
+
+    def _bind(self, target: cst.BaseExpression, origin: Bf16Origin | None, at: cst.CSTNode) -> None:
+        name = dotted_name(target)
+        if name is None:
+            return
+        if name.startswith("self."):
+            if origin is not None:
+                self._attributes[(self._class_of(at), name)] = origin
+            return
+        scope = self._index.enclosing_function(at)
+        self._bindings.setdefault((scope, name), []).append((self._index.order[at], at, origin))
+
+    def _collect(self) -> None:
+        events: list[cst.CSTNode] = list(self._index.nodes(cst.Assign))
+        # In-place casts of a module: `model.to(torch.bfloat16)` / `model.bfloat16()` as statements.
+        events += [
+            call
+            for call in self._index.nodes(cst.Call)
+            if isinstance(self._index.parent.get(call), cst.Expr)
+            and isinstance(call.func, cst.Attribute)  # type: ignore[attr-defined]
+        ]
+        events.sort(key=self._index.order.__getitem__)
+        for node in events:
+            if isinstance(node, cst.Call):
+                func = node.func
+                if func.attr.value == "bfloat16" or (  # type: ignore[attr-defined]
+                    func.attr.value == "to" and self.cast_dtype(node) == BF16  # type: ignore[attr-defined]
+                ):
+                    self._bind(func.value, Bf16Origin(node, "cast to bfloat16"), node)  # type: ignore[attr-defined]
+                continue
+            value = node.value  # type: ignore[attr-defined]
+            for target in (t.target for t in node.targets):  # type: ignore[attr-defined]
+                if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Call):
+                    # model, optimizer = accelerator.prepare(model, optimizer)
+                    name = dotted_name(value.func)
+                    if name is not None and last_part(name) == "prepare":
+                        for element, arg in zip(target.elements, value.args, strict=False):
+                            self._bind(element.value, self.of_expression(arg.value, node), node)
+                    continue
+                self._bind(target, self.of_expression(value, node), node)

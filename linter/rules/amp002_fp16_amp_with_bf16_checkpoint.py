@@ -1,0 +1,549 @@
+"""AMP002 fp16-amp-with-bf16-checkpoint."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.rules._bf16_origins import (
+    BF16,
+    FP16,
+    Bf16Origin,
+    Bf16Origins,
+    ModuleConstants,
+    keyword,
+    positional,
+    string_value,
+)
+from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
+from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._scaler_receivers import ScalerReceivers
+
+#: autocast context managers, by qualified name.
+AUTOCAST = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.autocast_mode.autocast",
+    }
+)
+#: autocasts whose default dtype is float16 whatever the device argument says.
+CUDA_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+#: Hugging Face argument classes with an ``fp16`` switch (transformers and TRL).
+TRAINING_ARGUMENTS = frozenset(
+    {
+        "TrainingArguments",
+        "Seq2SeqTrainingArguments",
+        "SFTConfig",
+        "DPOConfig",
+        "ORPOConfig",
+        "KTOConfig",
+        "CPOConfig",
+        "GRPOConfig",
+        "RewardConfig",
+    }
+)
+#: Lightning ``precision=`` values that mean fp16.
+LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
+#: Packages whose ``Trainer``/``Fabric`` take Lightning's ``precision=``.
+LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
+#: Methods through which a model is called (``model.generate(...)`` runs ``model``).
+_MODEL_METHODS = frozenset({"forward", "generate", "__call__"})
+
+#: Text a file with a finding must contain: an fp16 switch, and a sign of training.
+_FP16_TEXT = re.compile(
+    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16", re.IGNORECASE
+)
+_TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Fp16Site:
+    """A place that puts a model into fp16."""
+
+    #: Node reported.
+    node: cst.CSTNode
+    #: What it is, for the message (e.g. ``fp16 autocast``).
+    what: str
+    #: How to train in bf16 instead.
+    fix: str
+    #: The model it applies to (display text) and where that model became bf16.
+    model: str
+    origin: Bf16Origin
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = list(node.children)
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
+    parent = index.parent.get(node)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        return dotted_name(parent.targets[0].target)
+    return None
+
+
+class _Analysis:
+    """Finds the fp16 sites of one module and the bf16 model each applies to."""
+
+    def __init__(self, context: ModuleContext) -> None:
+        self.context = context
+        self.index = module_index(context)
+        self.aliases = ImportAliases(
+            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
+        )
+        self.origins = Bf16Origins(self.index, self.aliases, ModuleConstants(self.index))
+        self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
+
+    def qualified(self, node: cst.BaseExpression) -> str | None:
+        name = dotted_name(node)
+        return self.aliases.qualify(name) if name is not None else None
+
+    def trains(self) -> bool:
+        """Inference-only code (``.half()`` for generation) is out of scope: no loss scale."""
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "fit", "train"):
+                return True
+            name = dotted_name(func)
+            if name is not None and last_part(name).endswith("Trainer"):
+                return True
+        return False
+
+    def model_in(self, expression: cst.BaseExpression, at: cst.CSTNode):
+        """The first bf16 model mentioned in ``expression`` (``model``, ``model.parameters()``)."""
+        for node in (expression, *_descendants(expression)):
+            if not isinstance(node, cst.Name | cst.Attribute | cst.Call):
+                continue
+            if isinstance(node, cst.Call):
+                origin = self.origins.of_expression(node, at)
+                if origin is not None:
+                    return self.context.module.code_for_node(node), origin
+                continue
+            name = dotted_name(node)
+            while name:
+                origin = self.origins.of_name(name, at)
+                if origin is not None:
+                    return name, origin
+                name = name.rpartition(".")[0]
+        return None
+
+    # -- the sites ---------------------------------------------------------------------------
+
+    def sites(self) -> Iterator[Fp16Site]:
+        if not self.trains():
+            return
+        yield from self._autocasts()
+        yield from self._grad_scalers()
+        yield from self._casts()
+        yield from self._training_arguments()
+        yield from self._accelerators()
+        yield from self._lightning()
+
+    def _autocast_dtype(self, call: cst.Call) -> str | None:
+        name = self.qualified(call.func)
+        if name not in AUTOCAST:
+            return None
+        enabled = keyword(call, "enabled")
+        if enabled is not None and _is_false(enabled.value):
+            return None
+        dtype = keyword(call, "dtype")
+        if dtype is not None:
+            return self.origins.dtype(dtype.value)
+        if name in CUDA_AUTOCAST:
+            return FP16
+        device = keyword(call, "device_type") or positional(call, 0)
+        device_name = string_value(device.value) if device is not None else None
+        return FP16 if device_name == "cuda" else None
+
+    def _autocasts(self) -> Iterator[Fp16Site]:
+        for with_node in self.index.nodes(cst.With):
+            for item in with_node.items:  # type: ignore[attr-defined]
+                call = item.item
+                if not isinstance(call, cst.Call) or self._autocast_dtype(call) != FP16:
+                    continue
+                found = self._model_run_in(with_node.body)  # type: ignore[attr-defined]
+                if found is not None:
+                    yield Fp16Site(
+                        call,
+                        "fp16 autocast",
+                        "use `dtype=torch.bfloat16` and drop the GradScaler",
+                        *found,
+                    )
+
+    def _model_run_in(self, body: cst.CSTNode):
+        for node in _descendants(body):
+            if not isinstance(node, cst.Call):
+                continue
+            callee = node.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value in _MODEL_METHODS:
+                callee = callee.value
+            for candidate in (callee, *(arg.value for arg in node.args)):
+                if isinstance(candidate, cst.Name | cst.Attribute):
+                    name = dotted_name(candidate)
+                    origin = self.origins.of_name(name, node) if name else None
+                    if origin is not None:
+                        return name, origin
+        return None
+
+    def _bf16_autocast_functions(self) -> set[cst.CSTNode | None]:
+        return {
+            self.index.enclosing_function(call)
+            for call in self.calls
+            if self.qualified(call.func) in AUTOCAST
+            and (dtype := keyword(call, "dtype")) is not None
+            and self.origins.dtype(dtype.value) == BF16
+        }
+
+    def _grad_scalers(self) -> Iterator[Fp16Site]:
+        receivers = ScalerReceivers(self.index, self.aliases)
+        bf16_autocast = None
+        for call in self.calls:
+            if not receivers.is_constructor_call(call):
+                continue
+            scaler = _assigned_name(self.index, call)
+            if scaler is None:
+                continue
+            if bf16_autocast is None:
+                bf16_autocast = self._bf16_autocast_functions()
+            if self.index.enclosing_function(call) in bf16_autocast:
+                continue  # bf16 compute: the scaler is redundant, not harmful
+            found = self._model_behind_scaler(scaler, call)
+            if found is not None:
+                yield Fp16Site(
+                    call,
+                    "GradScaler (fp16 loss scaling)",
+                    "train with bf16 autocast and no GradScaler",
+                    *found,
+                )
+
+    def _model_behind_scaler(self, scaler: str, at: cst.CSTNode):
+        """The model whose optimizer ``<scaler>.step(optimizer)`` steps."""
+        optimizers = {
+            dotted_name(arg.value)
+            for call in self.calls
+            if isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "step"
+            and dotted_name(call.func.value) == scaler
+            and (arg := positional(call, 0)) is not None
+        }
+        for node in self.index.nodes(cst.Assign):
+            for target in node.targets:  # type: ignore[attr-defined]
+                if dotted_name(target.target) in optimizers:
+                    found = self.model_in(node.value, node)  # type: ignore[attr-defined]
+                    if found is not None:
+                        return found
+        return None
+
+    def _casts(self) -> Iterator[Fp16Site]:
+        for call in self.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            method = func.attr.value
+            if method == "half" or (method == "to" and self.origins.cast_dtype(call) == FP16):
+                origin = self.origins.of_expression(func.value, call)
+                if origin is not None:
+                    model = dotted_name(func.value) or "the model"
+                    what = "`.half()`" if method == "half" else "`.to(torch.float16)`"
+                    yield Fp16Site(call, what, "keep the model in bf16", model, origin)
+            elif method == "from_pretrained":
+                dtype = self.origins.loading_dtype_arg(call)
+                if dtype is None or self.origins.dtype(dtype.value) != FP16:
+                    continue
+                name = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
+                origin = self.origins.family_origin(name.value if name is not None else None)
+                if origin is not None:
+                    yield Fp16Site(
+                        dtype,
+                        "loading in float16",
+                        "load with `torch_dtype=torch.bfloat16`",
+                        "the model",
+                        origin,
+                    )
+
+    def _trainer_model(self, trainer: cst.Call):
+        model = keyword(trainer, "model") or positional(trainer, 0)
+        if model is None:
+            return None
+        origin = self.origins.family_origin(model.value)  # SFTTrainer(model="google/...")
+        if origin is not None:
+            return string_value(model.value), origin
+        return self.model_in(model.value, trainer)
+
+    def _training_arguments(self) -> Iterator[Fp16Site]:
+        for call in self.calls:
+            name = dotted_name(call.func)
+            if name is None or last_part(name) not in TRAINING_ARGUMENTS:
+                continue
+            fp16 = keyword(call, "fp16")
+            if fp16 is None or not _is_true(fp16.value):
+                continue
+            bound = _assigned_name(self.index, call)
+            for trainer in self.calls:
+                trainer_name = dotted_name(trainer.func)
+                if trainer_name is None or not last_part(trainer_name).endswith("Trainer"):
+                    continue
+                args = keyword(trainer, "args") or positional(trainer, 1)
+                if args is None or not (
+                    args.value is call or (bound and dotted_name(args.value) == bound)
+                ):
+                    continue
+                found = self._trainer_model(trainer)
+                if found is not None:
+                    yield Fp16Site(fp16, "`fp16=True`", "use `bf16=True`", *found)
+                    break
+
+    def _accelerators(self) -> Iterator[Fp16Site]:
+        for call in self.calls:
+            name = dotted_name(call.func)
+            if name is None or last_part(name) != "Accelerator":
+                continue
+            precision = keyword(call, "mixed_precision")
+            if precision is None or string_value(precision.value) != "fp16":
+                continue
+            bound = _assigned_name(self.index, call)
+            found = None
+            for prepare in self.calls:
+                func = prepare.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value == "prepare"
+                    and dotted_name(func.value) == bound
+                ):
+                    for arg in prepare.args:
+                        found = found or self.model_in(arg.value, prepare)
+            if found is not None:
+                yield Fp16Site(
+                    precision, '`mixed_precision="fp16"`', 'use `mixed_precision="bf16"`', *found
+                )
+
+    def _lightning(self) -> Iterator[Fp16Site]:
+        classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+        for call in self.calls:
+            name = self.qualified(call.func)
+            if name is None or not name.startswith(LIGHTNING_PACKAGES):
+                continue
+            if last_part(name) not in ("Trainer", "Fabric"):
+                continue
+            precision = keyword(call, "precision")
+            if precision is None:
+                continue
+            value = precision.value
+            text = value.value if isinstance(value, cst.Integer) else string_value(value)
+            if text not in LIGHTNING_FP16:
+                continue
+            bound = _assigned_name(self.index, call)
+            found = None
+            for fit in self.calls:
+                func = fit.func
+                if not (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in ("fit", "setup")
+                    and dotted_name(func.value) == bound
+                ):
+                    continue
+                for arg in fit.args:
+                    found = found or self._lightning_model(arg.value, fit, classes)
+            if found is not None:
+                yield Fp16Site(
+                    precision,
+                    f"`precision={self.context.module.code_for_node(value)}`",
+                    'use `precision="bf16-mixed"`',
+                    *found,
+                )
+
+    def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
+        """A bf16 model held by the LightningModule passed to ``fit``, or passed to it."""
+        if isinstance(value, cst.Name):
+            for node in self.index.nodes(cst.Assign):
+                if any(dotted_name(t.target) == value.value for t in node.targets):  # type: ignore[attr-defined]
+                    value = node.value  # type: ignore[attr-defined]
+        if isinstance(value, cst.Call):
+            cls = classes.get(dotted_name(value.func) or "")
+            if cls is not None:
+                for node in self.index.nodes(cst.Assign):
+                    if self.index.enclosing_class(node) is not cls:
+                        continue
+                    for target in node.targets:  # type: ignore[attr-defined]
+                        name = dotted_name(target.target)
+                        if name and name.startswith("self."):
+                            origin = self.origins.of_name(name, node)
+                            if origin is not None:
+                                return name, origin
+            for arg in value.args:
+                found = self.model_in(arg.value, at)
+                if found is not None:
+                    return found
+            return None
+        return self.model_in(value, at)
+
+
+class Fp16AmpWithBf16Checkpoint(Rule):
+    """fp16 mixed precision applied to a model that is bf16.
+
+    ## What it does
+    Flags an fp16 mixed-precision switch — autocast with `dtype=torch.float16` (or a CUDA
+    autocast with no dtype, whose default is fp16), a `GradScaler`, `.half()`,
+    `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's configs),
+    `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it applies to
+    a model that this file loaded or cast as bf16
+    (`from_pretrained(..., torch_dtype=torch.bfloat16)` or `dtype="bfloat16"`,
+    `.to(torch.bfloat16)`, `.bfloat16()`), or to a checkpoint from a family
+    documented as pretrained in bf16 and unsafe in fp16 (FLAN-T5, T5 v1.1, mT5, T0, Gemma 3/4,
+    Qwen2 — the table in `linter/rules/_bf16_families.py` cites the evidence for each). Since
+    transformers 5 loads with `dtype="auto"`, such a checkpoint loaded with no dtype is bf16.
+
+    The finding is reported at the fp16 site and names the line where the model became bf16
+    (a related location in SARIF). The model is tracked through the file: the model called under
+    the autocast, the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
+    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`.
+
+    Not reported: a dtype chosen at runtime (`dtype = torch.bfloat16 if bf16 else torch.float16`
+    used on both sides is one switch, not a mismatch), `fp16=False`, `revision="fp16"`,
+    `variant="fp16"`, names in comments or docstrings, a GradScaler next to bf16 autocast (merely
+    redundant), and inference-only files (no `backward()`, `fit`, `train()` or Trainer): there is
+    no loss scale to collapse there.
+
+    ## Why is this bad?
+    A model pretrained in bf16 has learned weights and activations with bf16's fp32-sized range;
+    many exceed fp16's largest value, 65504. Under fp16 they overflow to inf: every step finds
+    inf gradients, the GradScaler halves the scale each time — below 1 and on towards 0 — and
+    the loss turns to NaN. Loss scaling cannot help with values that overflow in the forward pass.
+
+    ## Example
+    ```python
+    model = AutoModelForSeq2SeqLM.from_pretrained(name, torch_dtype=torch.bfloat16)
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(**batch).loss
+    ```
+
+    ## Use instead
+    Train in bf16, which has fp32's exponent range and needs no loss scaling:
+    ```python
+    model = AutoModelForSeq2SeqLM.from_pretrained(name, torch_dtype=torch.bfloat16)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(**batch).loss
+    loss.backward()
+    ```
+
+    ## Suppression
+    Add `# noqa: AMP002` to the reported line if the model really is fp16-safe (e.g. you verified
+    it with `scaler.check_fp16_compat`).
+    """
+
+    code = "AMP002"
+    name = "fp16-amp-with-bf16-checkpoint"
+    summary = "fp16 mixed precision applied to a model loaded, cast or pretrained as bf16"
+    # Every bf16 origin is a `from_pretrained(...)`, spells `bfloat16`, or is a checkpoint name
+    # handed to a `...Trainer(model="...")`.
+    triggers = ("bfloat16", "from_pretrained", "Trainer")
+    valid = (
+        Example(
+            """\
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.bfloat16)
+model.train()
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    loss = model(**batch).loss
+loss.backward()
+"""
+        ),
+        Example(
+            """\
+import torch
+from transformers import AutoModelForCausalLM
+
+dtype = torch.bfloat16 if args.bf16 else torch.float16
+model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=dtype)
+with torch.autocast("cuda", dtype=dtype):
+    loss = model(**batch).loss
+loss.backward()
+"""
+        ),
+        Example(
+            """\
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+model = AutoModelForCausalLM.from_pretrained("google/gemma-3-1b-it", revision="main")
+args = TrainingArguments("out", bf16=True, fp16=False)
+Trainer(model=model, args=args, train_dataset=train_set).train()
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+model = AutoModelForSeq2SeqLM.from_pretrained("t5-base", torch_dtype=torch.bfloat16)
+scaler = torch.cuda.amp.GradScaler()
+optimizer = torch.optim.AdamW(model.parameters())
+for batch in loader:
+    with torch.cuda.amp.autocast():
+        loss = model(**batch).loss
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            (5, 8),
+        ),
+        Example(
+            """\
+from transformers import AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+model = AutoModelForSeq2SeqLM.from_pretrained("google/flan-t5-large")
+args = Seq2SeqTrainingArguments(
+    output_dir="out",
+    fp16=True,
+)
+trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=train_set)
+trainer.train()
+""",
+            (6,),
+        ),
+    )
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        if _FP16_TEXT.search(context.source) is None or not _TRAINING_TEXT.search(context.source):
+            return
+        analysis = _Analysis(context)
+        reported: set[cst.CSTNode] = set()
+        for site in analysis.sites():
+            if site.node in reported:
+                continue
+            reported.add(site.node)
+            origin = site.origin
+            line = context.position(origin.node).start.line
+            if origin.family is not None:
+                became = f"{origin.description} (line {line})"
+            else:
+                became = f"was {origin.description} at line {line}"
+            message = (
+                f"{site.what} applies fp16 to `{site.model}`, which {became}: bf16-pretrained "
+                "weights and activations exceed fp16's max 65504, the loss scale backs off "
+                f"below 1 and NaNs follow; {site.fix}"
+            )
+            yield Finding(site.node, message, related=((origin.node, origin.description),))
