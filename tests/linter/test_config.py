@@ -147,3 +147,10 @@ def test_command_line_select_replaces_and_ignore_extends() -> None:
         ("TST002", "TST001"),
         ("X",),
     )
+
+
+def test_readme_config_example_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    settings = load_settings(write(tmp_path, example))
+    assert settings.per_file_ignores == (("tests/**", ("AMP001",)),)
