@@ -101,6 +101,11 @@ def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
     return None
 
 
+def _is_receiver(value: cst.BaseExpression, call: cst.Call, bound: str | None) -> bool:
+    """``value`` is the object ``call`` created: the call itself, or the name it was bound to."""
+    return value is call or (bound is not None and dotted_name(value) == bound)
+
+
 class _Analysis:
     """Finds the fp16 sites of one module and the bf16 model each applies to."""
 
@@ -303,9 +308,7 @@ class _Analysis:
                 if trainer_name is None or not last_part(trainer_name).endswith("Trainer"):
                     continue
                 args = keyword(trainer, "args") or positional(trainer, 1)
-                if args is None or not (
-                    args.value is call or (bound and dotted_name(args.value) == bound)
-                ):
+                if args is None or not (_is_receiver(args.value, call, bound)):
                     continue
                 found = self._trainer_model(trainer)
                 if found is not None:
@@ -327,7 +330,7 @@ class _Analysis:
                 if (
                     isinstance(func, cst.Attribute)
                     and func.attr.value == "prepare"
-                    and dotted_name(func.value) == bound
+                    and _is_receiver(func.value, call, bound)
                 ):
                     for arg in prepare.args:
                         found = found or self.model_in(arg.value, prepare)
@@ -358,7 +361,7 @@ class _Analysis:
                 if not (
                     isinstance(func, cst.Attribute)
                     and func.attr.value in ("fit", "setup")
-                    and dotted_name(func.value) == bound
+                    and _is_receiver(func.value, call, bound)
                 ):
                     continue
                 for arg in fit.args:

@@ -1,0 +1,344 @@
+"""AMP001 get-scale-every-step: receivers, per-step contexts, guards, messages."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from rule_runner import run_rule
+
+from linter.rules import GetScaleEveryStep
+
+
+def lines(source: str) -> list[int]:
+    return [line for line, _col, _msg in run_rule(GetScaleEveryStep, textwrap.dedent(source))]
+
+
+def messages(source: str) -> list[str]:
+    return [msg for _line, _col, msg in run_rule(GetScaleEveryStep, textwrap.dedent(source))]
+
+
+LOOP_READ = """\
+{setup}
+for batch in loader:
+    scaler.scale(model(batch)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    log({read})
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "read"),
+    [
+        ("import torch\nscaler = torch.amp.GradScaler('cuda')", "scaler._scale.item()"),
+        ("import torch.cuda.amp as A\nscaler = A.GradScaler()", "float(scaler._scale)"),
+        ("from torch import amp\nscaler = amp.GradScaler('cuda')", 'scaler.state_dict()["scale"]'),
+        ("from torch.cpu.amp import GradScaler as G\nscaler = G()", "scaler._scale.tolist()"),
+        ("from scaler import GradScaler\nscaler = GradScaler()", "scaler._scale.item()"),
+    ],
+    ids=["torch.amp", "module-alias", "from-import", "class-alias", "ampscale"],
+)
+def test_scaler_constructed_under_any_alias_is_recognised(setup: str, read: str) -> None:
+    assert lines(LOOP_READ.format(setup=setup, read=read)) == [setup.count("\n") + 6]
+
+
+def test_private_spellings_need_a_proven_scaler() -> None:
+    # A variable merely named `scaler` (from an unknown factory) is enough for get_scale()...
+    setup = "scaler = make_scaler(cfg)"
+    assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale()")) == [6]
+    # ...but not for the generic `_scale` / state_dict spellings.
+    assert lines(LOOP_READ.format(setup=setup, read="scaler._scale.item()")) == []
+    assert lines(LOOP_READ.format(setup=setup, read='scaler.state_dict()["scale"]')) == []
+
+
+def test_get_scale_with_arguments_is_a_look_alike() -> None:
+    setup = "import torch\nscaler = torch.amp.GradScaler('cuda')"
+    assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale(0)")) == []
+
+
+def test_scaler_named_variable_holding_another_class_is_not_a_scaler() -> None:
+    setup = "from sklearn.preprocessing import StandardScaler\nscaler = StandardScaler()"
+    assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale()")) == []
+
+
+def test_explicitly_disabled_scaler_does_not_sync() -> None:
+    setup = "import torch\nscaler = torch.amp.GradScaler('cuda', enabled=False)"
+    assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale()")) == []
+
+
+def test_wrapper_owned_scalers_are_recognised() -> None:
+    source = """\
+    for batch in loader:
+        a = accelerator.scaler._scale.item()
+        b = trainer.precision_plugin.scaler.state_dict()["scale"]
+    """
+    assert lines(source) == [2, 3]
+
+
+def test_annotated_parameter_is_a_scaler() -> None:
+    source = """\
+    from typing import Optional
+    from torch.amp import GradScaler
+
+    def log_scale(s: Optional[GradScaler], step):
+        print(step, s._scale.item())
+
+    def train(loader, s: "GradScaler | None"):
+        for step, batch in enumerate(loader):
+            log_scale(s, step)
+    """
+    assert lines(source) == [5]
+
+
+GUARDED = """\
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, batch in enumerate(loader):
+    scaler.step(optimizer)
+    if {test}:
+        print(scaler.get_scale())
+"""
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "i % log_every == 0",
+        "global_step % cfg.log_interval == 0",
+        "it % 100 == 0",
+        "not i % 10",
+        "state.global_step % args.logging_steps == 0",
+        "self.control.should_log",
+        "should_save and rank == 0",
+        "i == 0",
+    ],
+)
+def test_periodic_or_one_off_guard_is_not_per_step(test: str) -> None:
+    assert lines(GUARDED.format(test=test)) == []
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "(i + 1) % accum_steps == 0",
+        "(i + 1) % args.gradient_accumulation_steps == 0",
+        "i % update_freq == 0",
+        "accelerator.sync_gradients",
+        "args.amp",
+        "scaler is not None",
+        "rank == 0",
+        "i % log_every != 0",
+    ],
+)
+def test_accumulation_config_and_inverted_guards_stay_per_step(test: str) -> None:
+    assert lines(GUARDED.format(test=test)) == [6]
+
+
+def test_else_branch_of_inverted_periodic_guard_is_periodic() -> None:
+    source = (
+        GUARDED.format(test="i % log_every != 0") + "    else:\n        print(scaler.get_scale())\n"
+    )
+    assert lines(source) == [6]
+
+
+@pytest.mark.parametrize(
+    "exit_guard",
+    ["if i % log_every != 0:\n        continue", "if not should_log(i): continue"],
+)
+def test_early_exit_on_off_steps_guards_the_rest_of_the_block(exit_guard: str) -> None:
+    source = f"""\
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for i, batch in enumerate(loader):
+    scaler.step(optimizer)
+    {exit_guard}
+    print(scaler.get_scale())
+"""
+    assert lines(source) == []
+
+
+def test_reads_before_and_after_the_loop_and_per_epoch_are_not_per_step() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    print(scaler.get_scale())
+    for epoch in range(num_epochs):
+        for batch in loader:
+            scaler.step(optimizer)
+        print(epoch, scaler.get_scale())
+    print(scaler.get_scale())
+    """
+    assert lines(source) == []
+
+
+def test_transitive_calls_from_a_loop_are_followed() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+
+    def leaf():
+        return scaler.get_scale()
+
+    def middle():
+        return leaf()
+
+    def top():
+        return middle()
+
+    for batch in loader:
+        top()
+    """
+    found = messages(source)
+    assert len(found) == 1
+    assert (
+        "in `leaf()`, called in `middle()`, called in `top()`, called inside the loop" in (found[0])
+    )
+
+
+def test_call_depth_is_limited() -> None:
+    chain = "\n".join(f"def f{n}():\n    return f{n + 1}()\n" for n in range(6))
+    source = f"""\
+import torch
+scaler = torch.amp.GradScaler("cuda")
+{chain}
+def f6():
+    return scaler.get_scale()
+
+for batch in loader:
+    f0()
+"""
+    assert lines(source) == []
+
+
+def test_recursive_functions_terminate() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+
+    def ping(n):
+        print(scaler.get_scale())
+        return pong(n - 1) if n else 0
+
+    def pong(n):
+        return ping(n)
+
+    def unused(n):
+        return unused(n) + scaler.get_scale()
+    """
+    assert lines(source) == []
+
+
+def test_self_method_called_from_a_loop_is_per_step() -> None:
+    source = """\
+    import torch
+
+    class Runner:
+        def __init__(self):
+            self.loss_scaler = torch.cuda.amp.GradScaler()
+
+        def log(self):
+            return self.loss_scaler.get_scale()
+
+        def train(self, loader):
+            for batch in loader:
+                self.log()
+    """
+    assert lines(source) == [8]
+
+
+def test_generic_method_name_on_another_object_is_not_followed() -> None:
+    source = """\
+    import torch
+
+    class Monitor:
+        def __init__(self):
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def update(self):
+            return self.scaler.get_scale()
+
+    for batch in loader:
+        ema.update()
+    """
+    assert lines(source) == []
+
+
+def test_optimizer_subclass_step_is_per_step() -> None:
+    source = """\
+    import torch
+
+    class ScaledAdam(torch.optim.Optimizer):
+        def step(self, closure=None):
+            self.last_scale = self.grad_scaler.get_scale()
+    """
+    assert lines(source) == [5]
+
+
+def test_plain_class_step_without_a_scaler_step_is_not_a_hook() -> None:
+    source = """\
+    class Scheduler:
+        def step(self):
+            print(self.scaler.get_scale())
+    """
+    assert lines(source) == []
+
+
+@pytest.mark.parametrize(
+    ("hook", "expected"),
+    [
+        ("training_step", [3]),
+        ("on_before_optimizer_step", [3]),
+        ("on_step_end", [3]),
+        ("on_log", []),
+        ("on_train_epoch_end", []),
+        ("on_fit_start", []),
+    ],
+)
+def test_framework_hooks(hook: str, expected: list[int]) -> None:
+    source = f"""\
+class Callback(Base):
+    def {hook}(self, *args, **kwargs):
+        print(self.scaler.get_scale())
+"""
+    assert lines(source) == expected
+
+
+def test_skipped_step_pattern_gets_its_own_message() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        skipped = scaler.get_scale() < before
+    """
+    found = run_rule(GetScaleEveryStep, textwrap.dedent(source))
+    assert [line for line, _col, msg in found if "to detect a skipped step" in msg] == [4, 7]
+    assert all("scaler.step_skipped(optimizer)" in msg for _line, _col, msg in found)
+
+
+def test_message_names_the_loop_line_and_the_call() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        print(scaler.get_scale())
+    """
+    (message,) = messages(source)
+    assert message.startswith("`scaler.get_scale()` copies the loss scale to the host")
+    assert "inside the loop at line 3" in message
+
+
+def test_read_in_a_lambda_or_nested_definition_is_judged_by_its_call() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        callbacks.append(lambda: scaler.get_scale())
+
+        def later():
+            return scaler.get_scale()
+    """
+    assert lines(source) == []
