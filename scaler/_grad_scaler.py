@@ -45,6 +45,21 @@ def _fresh_optimizer_state() -> dict[str, Any]:
     return {"stage": OptState.READY, "found_inf_per_device": {}}
 
 
+#: ``optimizer.step`` functions → whether they take ``grad_scaler`` (inspect is slow per step).
+_TAKES_GRAD_SCALER: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _step_takes_grad_scaler(optimizer: torch.optim.Optimizer) -> bool:
+    step = optimizer.step
+    key = getattr(step, "__func__", None)
+    if key is None:  # a plain function set on the instance: ask each time
+        return "grad_scaler" in inspect.signature(step).parameters
+    takes = _TAKES_GRAD_SCALER.get(key)
+    if takes is None:
+        takes = _TAKES_GRAD_SCALER[key] = "grad_scaler" in inspect.signature(step).parameters
+    return takes
+
+
 def _cuda_definitely_unavailable() -> bool:
     return not torch.cuda.is_available() and importlib.util.find_spec("torch_xla") is None
 
@@ -221,7 +236,11 @@ class GradScaler:
 
     def _lazy_init(self, device: torch.device) -> ScaleState:
         state = ScaleState(
-            device, self._init_scale, self._init_growth_tracker, self._init_hysteresis_tracker
+            device,
+            self._init_scale,
+            self._init_growth_tracker,
+            self._init_hysteresis_tracker,
+            floor=self._floor,
         )
         if self._init_stats is not None:
             state.counters.copy_(torch.tensor(self._init_stats["counters"], dtype=torch.int64))
@@ -292,9 +311,16 @@ class GradScaler:
             for device, _, grads in groups.group(optimizer.param_groups, allow_fp16):
                 device_found_inf = found_inf_per_device.get(device)
                 if device_found_inf is None:
-                    device_found_inf = found_inf.to(device, non_blocking=True, copy=True)
+                    # ``found_inf`` itself serves its own device (the caller made it for us);
+                    # other devices get their own flag, as in torch.
+                    if device == found_inf.device:
+                        device_found_inf = found_inf
+                        device_inv_scale = inv_scale
+                    else:
+                        device_found_inf = found_inf.to(device, non_blocking=True, copy=True)
+                        device_inv_scale = inv_scale.to(device, non_blocking=True)
                     found_inf_per_device[device] = device_found_inf
-                    inv_scale_per_device[device] = inv_scale.to(device, non_blocking=True)
+                    inv_scale_per_device[device] = device_inv_scale
                 torch._amp_foreach_non_finite_check_and_unscale_(
                     grads, device_found_inf, inv_scale_per_device[device]
                 )
@@ -390,7 +416,7 @@ class GradScaler:
         args: tuple,
         kwargs: dict,
     ) -> Any:
-        passes_itself = "grad_scaler" in inspect.signature(optimizer.step).parameters
+        passes_itself = _step_takes_grad_scaler(optimizer)
         if passes_itself:
             warnings.warn(
                 "GradScaler is going to stop passing itself as a keyword argument to the passed "
@@ -480,7 +506,7 @@ class GradScaler:
                 raise ScalerArgumentError(reason)
         else:
             new_scale = _check_scale("new_scale", new_scale, 0.0, math.inf)
-        _scale_update.set_scale_(state, new_scale, self._floor, self._cap)
+        state.set_scale(new_scale, self._floor, self._cap)
 
     # ----------------------------------------------------------------- reading the scale
 

@@ -35,11 +35,46 @@ COUNTER_NAMES: tuple[str, ...] = (
 )
 
 
+# ``ScaleState.probe`` holds, side by side, the values whose comparison with ``limits`` gives
+# every per-step flag in one op: probe < limits = [below_one, floor_hit, found_inf, True, False].
+_PROBE_SCALE, _PROBE_BEFORE_CLAMP, _PROBE_NEG_FOUND_INF = 0, 1, 2
+_FLAG_BELOW_ONE, _FLAG_FLOOR_HIT, _FLAG_FOUND_INF, _FLAG_TRUE, _FLAG_FALSE = 0, 1, 2, 3, 4
+# For each counter, the flag that increments it (steps: always; the longest streak: never here)...
+_INCREMENT_BY = (
+    _FLAG_TRUE,
+    _FLAG_FOUND_INF,
+    _FLAG_FOUND_INF,
+    _FLAG_FALSE,
+    _FLAG_FLOOR_HIT,
+    _FLAG_BELOW_ONE,
+)
+# ... and the flag it is then multiplied by (the streak is reset by a clean step).
+_KEEP_IF = (_FLAG_TRUE, _FLAG_TRUE, _FLAG_FOUND_INF, _FLAG_TRUE, _FLAG_TRUE, _FLAG_TRUE)
+# ``update(new_scale)`` only counts a floor hit.
+_INCREMENT_BY_FLOOR_ONLY = tuple(
+    _FLAG_FLOOR_HIT if i == FLOOR_HITS else _FLAG_FALSE for i in range(N_COUNTERS)
+)
+
+
 class ScaleState:
-    """The device tensors behind one scaler: scale, trackers, monitoring counters."""
+    """The device tensors behind one scaler: scale, trackers, monitoring counters.
+
+    The update runs about a dozen small in-place ops and never reads a value on the host; the
+    layout below (a probe vector compared with a limits vector, index vectors that route flags
+    to counters) exists to keep that number low, since each op costs host time even on CPU.
+    """
 
     __slots__ = (
-        "_vectors",
+        "_before_clamp",
+        "_increment_by",
+        "_increment_by_floor_only",
+        "_keep_if",
+        "_limits",
+        "_longest",
+        "_neg_found_inf",
+        "_probe",
+        "_signs",
+        "_streak",
         "counters",
         "growth_tracker",
         "hysteresis_tracker",
@@ -54,9 +89,15 @@ class ScaleState:
         scale: float,
         growth_tracker: int,
         hysteresis_tracker: int,
+        floor: float = SAFETY_FLOOR,
     ) -> None:
-        #: The loss scale, fp32, 0-dim: torch's layout, so fused optimizers can use it directly.
-        self.scale = torch.full((), scale, dtype=torch.float32, device=device)
+        self._probe = torch.tensor([scale, scale, 0.0, -1.0, 1.0], dtype=torch.float32).to(device)
+        self._limits = torch.tensor([1.0, floor, 0.0, 0.0, 0.0], dtype=torch.float32).to(device)
+        #: The loss scale, fp32, 0-dim (a view into the probe): torch's layout, so fused
+        #: optimizers can use it directly; updated in place only.
+        self.scale = self._probe[_PROBE_SCALE]
+        self._before_clamp = self._probe[_PROBE_BEFORE_CLAMP]
+        self._neg_found_inf = self._probe[_PROBE_NEG_FOUND_INF]
         #: Consecutive clean steps since the last growth or overflow (torch's ``_growth_tracker``).
         self.growth_tracker = torch.full((), growth_tracker, dtype=torch.int32, device=device)
         #: Overflows still tolerated before backing off; refilled when the scale grows.
@@ -65,12 +106,17 @@ class ScaleState:
         )
         #: Monitoring counters, indexed by the module constants above.
         self.counters = torch.zeros(N_COUNTERS, dtype=torch.int64, device=device)
+        self._streak = self.counters[OVERFLOW_STREAK]
+        self._longest = self.counters[LONGEST_OVERFLOW_STREAK]
         #: ``[min, -max]`` of the scale after each update, negated so one ``minimum`` updates both.
-        self.scale_range = torch.tensor([scale, -scale], dtype=torch.float32, device=device)
+        self.scale_range = torch.tensor([scale, -scale], dtype=torch.float32).to(device)
+        self._signs = torch.tensor([1.0, -1.0], dtype=torch.float32).to(device)
         #: ``counters[FLOOR_HITS:]`` when the host last reported an event; a difference is a new
         #: event (a floor hit, or an update that ended below 1) found without extra bookkeeping.
         self.reported = torch.zeros(2, dtype=torch.int64, device=device)
-        self._vectors = _UpdateVectors(device)
+        self._increment_by = torch.tensor(_INCREMENT_BY).to(device)
+        self._keep_if = torch.tensor(_KEEP_IF).to(device)
+        self._increment_by_floor_only = torch.tensor(_INCREMENT_BY_FLOOR_ONLY).to(device)
 
     def event_pending(self) -> torch.Tensor:
         """0-dim bool: an update ended below 1 or at the floor since the last report."""
@@ -96,29 +142,45 @@ class ScaleState:
             "scale_range": self.scale_range_host(),
         }
 
+    def clamp_and_record(self, found_inf: torch.Tensor, floor: float, cap: float) -> None:
+        """After the growth/backoff rule: floor and cap, then every counter, in place.
 
-class _UpdateVectors:
-    """Constant vectors that let ``record_update`` advance all counters with a few ops."""
+        ``floor`` must be the one the state was created with (it is also in ``_limits``).
+        """
+        scale = self.scale
+        self._before_clamp.copy_(scale)
+        scale.clamp_(min=floor, max=cap)
+        torch.neg(found_inf, out=self._neg_found_inf)
+        flags = self._probe < self._limits
+        counters = self.counters
+        counters.add_(torch.index_select(flags, 0, self._increment_by))
+        counters.mul_(torch.index_select(flags, 0, self._keep_if))
+        torch.maximum(self._longest, self._streak, out=self._longest)
+        torch.minimum(self.scale_range, scale * self._signs, out=self.scale_range)
 
-    __slots__ = ("below", "floor", "found", "keep_streak", "reset_streak", "signs", "step")
+    def set_scale(self, new_scale: torch.Tensor | float, floor: float, cap: float) -> None:
+        """``update(new_scale)``: copy the user's value in, finite and within the floor and cap.
 
-    def __init__(self, device: torch.device) -> None:
-        def unit(*positions: int) -> torch.Tensor:
-            vector = torch.zeros(N_COUNTERS, dtype=torch.int64)
-            vector[list(positions)] = 1
-            return vector.to(device)
-
-        self.step = unit(STEPS)
-        self.found = unit(SKIPPED_STEPS, OVERFLOW_STREAK)
-        self.floor = unit(FLOOR_HITS)
-        self.below = unit(STEPS_BELOW_ONE)
-        self.keep_streak = torch.ones(N_COUNTERS, dtype=torch.int64, device=device)
-        self.reset_streak = 1 - unit(OVERFLOW_STREAK)
-        self.signs = torch.tensor([1.0, -1.0], dtype=torch.float32, device=device)
+        A tensor's value cannot be checked without a sync, so a NaN becomes the floor and an
+        infinity the cap on the device instead of poisoning every later step.
+        """
+        scale = self.scale
+        if isinstance(new_scale, torch.Tensor):
+            scale.copy_(new_scale.reshape(()))
+            scale.nan_to_num_(nan=floor, posinf=cap, neginf=floor)
+        else:
+            scale.fill_(new_scale)
+        self._before_clamp.copy_(scale)
+        scale.clamp_(min=floor, max=cap)
+        flags = self._probe < self._limits
+        self.counters.add_(torch.index_select(flags, 0, self._increment_by_floor_only))
+        torch.minimum(self.scale_range, scale * self._signs, out=self.scale_range)
 
 
 def combine_found_inf(found_infs: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """Sum the per-optimizer, per-device flags onto the scale's device, as torch does."""
+    if len(found_infs) == 1 and found_infs[0].device == device:
+        return found_infs[0]
     combined = found_infs[0].to(device=device, non_blocking=True)
     for found_inf in found_infs[1:]:
         combined = combined + found_inf.to(device=device, non_blocking=True)
@@ -171,7 +233,7 @@ def update_scale_(
     floor: float,
     cap: float,
 ) -> None:
-    """One ``update()``: new scale, trackers, floor/cap, counters and events, all in place."""
+    """One ``update()``: new scale, trackers, floor/cap and counters, all in place."""
     if hysteresis == 1:
         # torch's own kernel: the default trajectory is torch's, bit for bit, above the floor.
         torch._amp_update_scale_(
@@ -186,42 +248,4 @@ def update_scale_(
         _update_with_hysteresis(
             state, found_inf, growth_factor, backoff_factor, growth_interval, hysteresis
         )
-    scale = state.scale
-    floor_hit = scale < floor
-    scale.clamp_(min=floor, max=cap)
-    record_update(state, found_inf != 0, floor_hit, scale < 1.0)
-
-
-def record_update(
-    state: ScaleState, found: torch.Tensor, floor_hit: torch.Tensor, below_one: torch.Tensor
-) -> None:
-    """Advance the monitoring counters after the scale has been updated (about a dozen ops)."""
-    counters, vectors = state.counters, state._vectors
-    counters.add_(vectors.step)
-    counters.addcmul_(vectors.found, found)
-    counters.addcmul_(vectors.floor, floor_hit)
-    counters.addcmul_(vectors.below, below_one)
-    counters.mul_(torch.where(found, vectors.keep_streak, vectors.reset_streak))
-    longest = counters[LONGEST_OVERFLOW_STREAK]
-    torch.maximum(longest, counters[OVERFLOW_STREAK], out=longest)
-    torch.minimum(state.scale_range, state.scale * vectors.signs, out=state.scale_range)
-
-
-def set_scale_(
-    state: ScaleState, new_scale: torch.Tensor | float, floor: float, cap: float
-) -> None:
-    """``update(new_scale)``: copy the user's value in, kept finite and within the floor and cap.
-
-    A tensor's value cannot be checked without a sync, so a NaN becomes the floor and an infinity
-    the cap on the device instead of poisoning every later step.
-    """
-    scale = state.scale
-    if isinstance(new_scale, torch.Tensor):
-        scale.copy_(new_scale.reshape(()))
-        scale.nan_to_num_(nan=floor, posinf=cap, neginf=floor)
-    else:
-        scale.fill_(new_scale)
-    floor_hit = scale < floor
-    scale.clamp_(min=floor, max=cap)
-    state.counters.addcmul_(state._vectors.floor, floor_hit)
-    torch.minimum(state.scale_range, scale * state._vectors.signs, out=state.scale_range)
+    state.clamp_and_record(found_inf, floor, cap)
