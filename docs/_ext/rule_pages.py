@@ -119,7 +119,8 @@ def render_rule_page(rule: type[Rule]) -> str:
     parts = [f"# {rule.code}: {rule.name}\n", f"{rule.summary}\n"]
     snippets = RULE_SNIPPETS.get(rule.code, ())
     parts += [f"```{{include}} ../../{snippet}\n```\n" for snippet in snippets]
-    if preamble:
+    # A one-line preamble is the docstring's summary line, which ``summary`` already says.
+    if "\n" in preamble:
         parts.append(f"{preamble}\n")
     parts.append(f"Code `{rule.code}` · name `{rule.name}` · defined in `{rule.__module__}`.\n")
     for title in ("What it does", "Why is this bad?"):

@@ -33,9 +33,7 @@ def test_guides_open_with_the_warning_admonition(built_docs: DocsBuild, docname:
 
 
 def test_amp002_page_carries_the_warning(built_docs: DocsBuild) -> None:
-    codes = {rule.code for rule in ALL_RULES}
-    if "AMP002" not in codes:
-        pytest.skip("AMP002 is not registered in linter.rules.ALL_RULES")
+    assert "AMP002" in {rule.code for rule in ALL_RULES}
     text = text_of(built_docs.page("reference/rules/amp002")).lower()
     assert "may fall below 1" in text
     assert "2**-128" in text
@@ -75,13 +73,26 @@ def test_build_time_figures_are_embedded(built_docs: DocsBuild, docname: str) ->
         assert (built_docs.html / docname).parent.joinpath(src).resolve().stat().st_size > 10_000
 
 
-def test_quickstart_shows_what_amp_lint_prints_today(built_docs: DocsBuild) -> None:
+@pytest.mark.parametrize(
+    ("docname", "arguments", "code"),
+    [
+        ("quickstart", ["examples/fp16_get_scale_every_step.py"], "AMP001"),
+        (
+            "guides/bf16-checkpoints",
+            ["examples/finetune_bf16_checkpoint_in_fp16.py", "examples/finetune_bf16.py"],
+            "AMP002",
+        ),
+    ],
+)
+def test_pages_show_what_amp_lint_prints_today(
+    built_docs: DocsBuild, docname: str, arguments: list[str], code: str
+) -> None:
     sys.path.insert(0, str(DOCS / "_ext"))
     from lint_output import run_amp_lint
 
-    status, output = run_amp_lint(["examples/fp16_get_scale_every_step.py"])
+    status, output = run_amp_lint(arguments)
     assert status == 1
-    assert "AMP001" in output
-    text = text_of(built_docs.page("quickstart"))
+    assert code in output
+    text = text_of(built_docs.page(docname))
     for line in output.strip().splitlines():
         assert " ".join(line.split()) in text
