@@ -92,7 +92,7 @@ GENERIC_METHOD_NAMES = frozenset(
 
 #: Names in an ``if`` test that mean gradient accumulation (fires on every optimizer step).
 ACCUMULATION_WORDS = re.compile(
-    r"accum|grad_acc|gradient_acc|update_freq|micro_?batch|sync_grad|acc_steps|optimizer_step",
+    r"accum|grad_acc|gradient_acc|update_freq|micro_?batch|sync_grad|acc_steps",
     re.IGNORECASE,
 )
 

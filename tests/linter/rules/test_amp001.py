@@ -106,6 +106,7 @@ for i, batch in enumerate(loader):
     [
         "i % log_every == 0",
         "global_step % cfg.log_interval == 0",
+        "optimizer_steps % log_every == 0",
         "it % 100 == 0",
         "not i % 10",
         "state.global_step % args.logging_steps == 0",

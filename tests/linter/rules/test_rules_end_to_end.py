@@ -1,0 +1,48 @@
+"""The rules through the real engine (`linter.api`): examples/, noqa, related locations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from linter.api import lint_paths, lint_source
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+#: What `amp-lint examples/` must report, as the examples' docstrings describe.
+EXPECTED_EXAMPLE_FINDINGS = {
+    ("finetune_bf16_checkpoint_in_fp16.py", 30, "AMP002"),
+    ("finetune_bf16_checkpoint_in_fp16.py", 38, "AMP002"),
+    ("fp16_get_scale_every_step.py", 35, "AMP001"),
+    ("fp16_get_scale_every_step.py", 39, "AMP001"),
+    ("grad_accumulation_loop.py", 32, "AMP001"),
+    ("hf_trainer_fp16_on_bf16_checkpoint.py", 46, "AMP002"),
+    ("lightning_scale_logging.py", 28, "AMP001"),
+    ("optimizer_wrapper_reads_scale.py", 30, "AMP001"),
+    ("optimizer_wrapper_reads_scale.py", 33, "AMP001"),
+}
+
+
+def test_examples_report_exactly_what_their_docstrings_say() -> None:
+    result = lint_paths([EXAMPLES], jobs=1)
+    assert not result.errors
+    found = {(Path(d.path).name, d.line, d.code) for d in result.diagnostics}
+    assert found == EXPECTED_EXAMPLE_FINDINGS
+
+
+def test_amp002_diagnostic_carries_the_bf16_site_as_related_location() -> None:
+    path = EXAMPLES / "finetune_bf16_checkpoint_in_fp16.py"
+    diagnostics = lint_source(path.read_text(encoding="utf-8"), str(path))
+    related = {(d.line, r.line, r.message) for d in diagnostics for r in d.related}
+    assert related == {(30, 27, "loaded as bfloat16"), (38, 27, "loaded as bfloat16")}
+    assert all(d.name == "fp16-amp-with-bf16-checkpoint" for d in diagnostics)
+
+
+def test_noqa_silences_a_finding_on_its_line() -> None:
+    source = (
+        "import torch\n"
+        "scaler = torch.amp.GradScaler('cuda')\n"
+        "for batch in loader:\n"
+        "    print(scaler.get_scale())\n"
+        "    print(scaler.get_scale())  # noqa: AMP001\n"
+    )
+    assert [(d.line, d.column, d.code) for d in lint_source(source)] == [(4, 11, "AMP001")]
