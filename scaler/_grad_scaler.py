@@ -243,7 +243,7 @@ class GradScaler:
             floor=self._floor,
         )
         if self._init_stats is not None:
-            state.counters.copy_(torch.tensor(self._init_stats["counters"], dtype=torch.int64))
+            state.set_counters(self._init_stats["counters"])
             state.set_scale_range(*self._init_stats["scale_range"])
             state.mark_reported()
             self._init_stats = None
@@ -626,7 +626,7 @@ class GradScaler:
         self._state.scale.fill_(scale)
         self._state.growth_tracker.fill_(loaded["_growth_tracker"])
         self._state.hysteresis_tracker.fill_(loaded[_HYSTERESIS_KEY])
-        self._state.counters.copy_(torch.tensor(stats["counters"], dtype=torch.int64))
+        self._state.set_counters(stats["counters"])
         self._state.set_scale_range(*stats["scale_range"])
         self._state.mark_reported()
 

@@ -56,6 +56,15 @@ _INCREMENT_BY_FLOOR_ONLY = tuple(
 )
 
 
+def _on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A small constant vector made on the device by fills: a host-to-device copy of pageable
+    memory would synchronise, and the state is created lazily inside the training loop."""
+    vector = torch.empty(len(values), dtype=dtype, device=device)
+    for i, value in enumerate(values):
+        vector[i].fill_(value)
+    return vector
+
+
 class ScaleState:
     """The device tensors behind one scaler: scale, trackers, monitoring counters.
 
@@ -91,8 +100,8 @@ class ScaleState:
         hysteresis_tracker: int,
         floor: float = SAFETY_FLOOR,
     ) -> None:
-        self._probe = torch.tensor([scale, scale, 0.0, -1.0, 1.0], dtype=torch.float32).to(device)
-        self._limits = torch.tensor([1.0, floor, 0.0, 0.0, 0.0], dtype=torch.float32).to(device)
+        self._probe = _on_device([scale, scale, 0.0, -1.0, 1.0], torch.float32, device)
+        self._limits = _on_device([1.0, floor, 0.0, 0.0, 0.0], torch.float32, device)
         #: The loss scale, fp32, 0-dim (a view into the probe): torch's layout, so fused
         #: optimizers can use it directly; updated in place only.
         self.scale = self._probe[_PROBE_SCALE]
@@ -109,14 +118,14 @@ class ScaleState:
         self._streak = self.counters[OVERFLOW_STREAK]
         self._longest = self.counters[LONGEST_OVERFLOW_STREAK]
         #: ``[min, -max]`` of the scale after each update, negated so one ``minimum`` updates both.
-        self.scale_range = torch.tensor([scale, -scale], dtype=torch.float32).to(device)
-        self._signs = torch.tensor([1.0, -1.0], dtype=torch.float32).to(device)
+        self.scale_range = _on_device([scale, -scale], torch.float32, device)
+        self._signs = _on_device([1.0, -1.0], torch.float32, device)
         #: ``counters[FLOOR_HITS:]`` when the host last reported an event; a difference is a new
         #: event (a floor hit, or an update that ended below 1) found without extra bookkeeping.
         self.reported = torch.zeros(2, dtype=torch.int64, device=device)
-        self._increment_by = torch.tensor(_INCREMENT_BY).to(device)
-        self._keep_if = torch.tensor(_KEEP_IF).to(device)
-        self._increment_by_floor_only = torch.tensor(_INCREMENT_BY_FLOOR_ONLY).to(device)
+        self._increment_by = _on_device(_INCREMENT_BY, torch.int64, device)
+        self._keep_if = _on_device(_KEEP_IF, torch.int64, device)
+        self._increment_by_floor_only = _on_device(_INCREMENT_BY_FLOOR_ONLY, torch.int64, device)
 
     def event_pending(self) -> torch.Tensor:
         """0-dim bool: an update ended below 1 or at the floor since the last report."""
@@ -125,8 +134,13 @@ class ScaleState:
     def mark_reported(self) -> None:
         self.reported.copy_(self.counters[FLOOR_HITS:])
 
+    def set_counters(self, values: list[int]) -> None:
+        for counter, value in zip(self.counters, values, strict=True):
+            counter.fill_(value)
+
     def set_scale_range(self, low: float, high: float) -> None:
-        self.scale_range.copy_(torch.tensor([low, -high], dtype=torch.float32))
+        self.scale_range[0].fill_(low)
+        self.scale_range[1].fill_(-high)
 
     def scale_range_host(self) -> list[float]:
         low, negative_high = self.scale_range.tolist()
