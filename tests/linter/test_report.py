@@ -137,3 +137,15 @@ def test_sarif_file_outside_the_working_folder_gets_an_absolute_uri(
     log = json.loads(format_sarif(lint_paths([outside], rules=DUMMY_RULES), DUMMY_RULES))
     location = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
     assert location["artifactLocation"] == {"uri": (outside / "a.py").as_uri()}
+
+
+def test_sarif_of_the_registered_rules_on_the_examples_validates() -> None:
+    from linter.rules import ALL_RULES
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    log = json.loads(format_sarif(lint_paths([examples]), ALL_RULES))
+    jsonschema.validate(log, json.loads(SARIF_SCHEMA.read_text()), cls=jsonschema.Draft4Validator)
+    driver = log["runs"][0]["tool"]["driver"]
+    assert [rule["id"] for rule in driver["rules"]] == [rule.code for rule in ALL_RULES]
+    for result in log["runs"][0]["results"]:
+        assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
