@@ -14,8 +14,14 @@ Guards change the answer only when they make the code periodic or one-off:
   ``do_eval``, ``is_logging_step``) is periodic; other flags (``args.amp``,
   ``scaler is not None``, ``rank == 0``) are configuration and change nothing.
 - ``step == 0`` (a step-like name compared with an integer) runs once.
+- A wall-clock comparison (``time.time() - last_log > 30``) is periodic.
 - A loop over epochs (``for epoch in range(cfg.epochs)``) runs its own body once per epoch;
-  only loops nested in it are per-step.
+  only loops nested in it are per-step. So does any loop or function that holds, in a nested
+  loop, the ``<scaler>.step()``/``update()`` calls: the steps happen in that inner loop, and a
+  read beside it (``train()`` reading the scale after its loop, called once per fold) is not
+  per-step.
+- A loop over a collection (``.items()``, ``.parameters()``, ``param_groups``, scalers) is not a
+  step loop; the loop around it decides.
 - An early ``return``/``continue``/``break`` under a periodic test (``if step % n != 0: return``,
   ``if not should_log: continue``) guards the rest of its block.
 
@@ -26,7 +32,7 @@ Only the guarded call matters: ``scale = scaler.get_scale()`` followed by
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -64,8 +70,11 @@ HF_PER_STEP_HOOKS = frozenset(
     }
 )
 
+#: detectron2/fvcore trainer hooks (``HookBase``) and the trainer's own per-iteration method.
+DETECTRON2_PER_STEP_HOOKS = frozenset({"before_step", "after_backward", "after_step", "run_step"})
+
 #: Every hook name that makes a method per-step.
-PER_STEP_HOOKS = LIGHTNING_PER_STEP_HOOKS | HF_PER_STEP_HOOKS
+PER_STEP_HOOKS = LIGHTNING_PER_STEP_HOOKS | HF_PER_STEP_HOOKS | DETECTRON2_PER_STEP_HOOKS
 
 #: Method names too common to follow through ``obj.name()`` calls; ``self.name()`` still counts.
 GENERIC_METHOD_NAMES = frozenset(
@@ -111,6 +120,32 @@ STEP_COUNTER = re.compile(
 
 #: Loop variables and bounds that mean the loop counts epochs.
 EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
+
+#: Methods whose result a loop traverses element by element: a collection, not the steps.
+TRAVERSED_COLLECTIONS = frozenset(
+    {
+        "items",
+        "keys",
+        "values",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "param_groups",
+    }
+)
+
+#: Wrappers a loop's iterable may sit in: ``enumerate(x.items())``.
+_ITERABLE_WRAPPERS = frozenset({"enumerate", "sorted", "list", "tuple", "reversed", "zip"})
+
+#: Names in an ``if`` test that mean a wall-clock interval (``time.time() - last_log > 30``).
+CLOCK_WORDS = re.compile(r"^(time|perf_counter|monotonic)$|elapsed|last_log|last_print", re.I)
+
+#: Scaler methods that mark where the steps happen.
+_STEP_METHODS = frozenset({"step", "update"})
 
 #: How many same-module calls deep to look for the loop behind a function.
 MAX_CALL_DEPTH = 4
@@ -174,6 +209,8 @@ def classify_guard(test: cst.BaseExpression) -> Guard | None:
         expression = expression.expression
     if any(PERIODIC_FLAG.search(name) for name in names):
         return Guard("periodic", positive)
+    if isinstance(expression, cst.Comparison) and any(CLOCK_WORDS.search(n) for n in names):
+        return Guard("periodic", positive)
     if isinstance(expression, cst.Comparison) and len(expression.comparisons) == 1:
         target = expression.comparisons[0]
         left = dotted_name(expression.left)
@@ -199,6 +236,26 @@ def _exits(suite: cst.BaseSuite) -> bool:
     return isinstance(last, cst.Return | cst.Continue | cst.Break | cst.Raise)
 
 
+def _is_traversal(loop: cst.For | cst.While) -> bool:
+    """``for name, p in model.named_parameters()``: once per element, not once per step."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Name)
+        and iterable.func.value in _ITERABLE_WRAPPERS
+        and iterable.args
+    ):
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call):
+        iterable = iterable.func
+    name = dotted_name(iterable)
+    if name is None:
+        return False
+    return last_part(name) in TRAVERSED_COLLECTIONS or "scaler" in name.lower()
+
+
 def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
     """``for epoch in range(epochs)``: its body runs once per epoch, not once per step."""
     header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
@@ -208,11 +265,18 @@ def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
 class PerStepAnalysis:
     """Answers "does this node run every training step, and why?" for one module."""
 
-    def __init__(self, context: ModuleContext, index: ModuleIndex, is_scaler_step) -> None:
+    def __init__(
+        self,
+        context: ModuleContext,
+        index: ModuleIndex,
+        is_scaler_call: Callable[[cst.CSTNode, frozenset[str]], bool],
+    ) -> None:
         self._context = context
         self._index = index
-        #: Callable deciding whether a Call is ``<scaler>.step(...)`` (marks optimizer wrappers).
-        self._is_scaler_step = is_scaler_step
+        #: Decides whether a Call is ``<scaler>.<one of methods>(...)``.
+        self._is_scaler_call = is_scaler_call
+        self._updates: list[cst.CSTNode] | None = None
+        self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
         self._call_sites: dict[str, list[cst.Call]] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
 
@@ -247,14 +311,15 @@ class PerStepAnalysis:
                 isinstance(ancestor, cst.For | cst.While)
                 and child is ancestor.body
                 and loop is None
+                and not _is_traversal(ancestor)
             ):
                 loop = ancestor
             child = ancestor
         if loop is not None:
-            if _is_epoch_loop(loop):
+            if _is_epoch_loop(loop) or self._steps_in_nested_loop(loop, node):
                 return None
             return f"inside the loop at line {self._line(loop)}"
-        if function is None:
+        if function is None or self._steps_in_nested_loop(function, node):
             return None
         hook = self._hook(function)
         if hook is not None:
@@ -272,6 +337,28 @@ class PerStepAnalysis:
         if depth == 0 or found is not None:
             self._cache[function] = found
         return found
+
+    def _steps_in_nested_loop(self, container: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """True when a loop inside ``container``, not around ``node``, steps the scaler."""
+        around = set(self._index.ancestors(node))
+        for call in self._scaler_updates():
+            for ancestor in self._index.ancestors(call):
+                if ancestor is container or isinstance(ancestor, cst.FunctionDef | cst.Lambda):
+                    break
+                if isinstance(ancestor, cst.For | cst.While) and ancestor not in around:
+                    if container in self._index.ancestors(ancestor):
+                        return True
+                    break
+        return False
+
+    def _scaler_updates(self) -> list[cst.CSTNode]:
+        if self._updates is None:
+            self._updates = [
+                call
+                for call in self._index.nodes(cst.Call)
+                if self._is_scaler_call(call, _STEP_METHODS)
+            ]
+        return self._updates
 
     def _guarded_by_exit(self, block: cst.IndentedBlock | cst.Module, child: cst.CSTNode) -> bool:
         for statement in block.body:
@@ -301,9 +388,35 @@ class PerStepAnalysis:
             if name is not None and last_part(name).endswith("Optimizer"):
                 return True
         return any(
-            self._is_scaler_step(call) and self._index.enclosing_class(call) is cls
+            self._is_scaler_call(call, frozenset({"step"}))
+            and self._index.enclosing_class(call) is cls
             for call in self._index.nodes(cst.Call)
         )
+
+    def _family(self, cls: cst.ClassDef) -> set[cst.ClassDef]:
+        """``cls`` with its base and derived classes defined in this module."""
+        if self._hierarchy is None:
+            classes: list[cst.ClassDef] = self._index.nodes(cst.ClassDef)  # type: ignore[assignment]
+            by_name = {c.name.value: c for c in classes}
+            bases = {
+                c: {
+                    by_name[name]
+                    for base in c.bases
+                    if (name := dotted_name(base.value)) in by_name
+                }
+                for c in classes
+            }
+
+            def ancestors(c: cst.ClassDef, seen: set[cst.ClassDef]) -> set[cst.ClassDef]:
+                for base in bases[c] - seen:
+                    seen.add(base)
+                    ancestors(base, seen)
+                return seen
+
+            self._hierarchy = {c: ancestors(c, set()) for c in classes}
+        related = {cls, *self._hierarchy.get(cls, set())}
+        related.update(c for c, above in self._hierarchy.items() if cls in above)
+        return related
 
     def _calls_to(self, function: cst.FunctionDef) -> list[cst.Call]:
         if self._call_sites is None:
@@ -323,7 +436,7 @@ class PerStepAnalysis:
         for call in self._call_sites.get("." + name, []):
             receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
             if receiver in ("self", "cls"):
-                if self._index.enclosing_class(call) is cls:
+                if self._index.enclosing_class(call) in self._family(cls):
                     calls.append(call)
             elif name not in GENERIC_METHOD_NAMES:
                 calls.append(call)

@@ -274,9 +274,7 @@ for i, batch in enumerate(loader):
                 and receivers.looks_like(func.value)
             )
 
-        analysis = PerStepAnalysis(
-            context, index, lambda call: is_scaler_call(call, frozenset({"step"}))
-        )
+        analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = _skip_detections(index, reads, is_scaler_call)
         for read in sorted(reads, key=lambda r: index.order[r.node]):
             why = analysis.reason(read.node)

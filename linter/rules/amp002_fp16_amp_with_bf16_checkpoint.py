@@ -82,8 +82,10 @@ def _is_true(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
 
-def _is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
+def _always_enabled(call: cst.Call) -> bool:
+    """No ``enabled=`` or ``enabled=True``: ``enabled=args.fp16`` is a runtime switch."""
+    enabled = keyword(call, "enabled")
+    return enabled is None or _is_true(enabled.value)
 
 
 def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -167,8 +169,7 @@ class _Analysis:
         name = self.qualified(call.func)
         if name not in AUTOCAST:
             return None
-        enabled = keyword(call, "enabled")
-        if enabled is not None and _is_false(enabled.value):
+        if not _always_enabled(call):
             return None
         dtype = keyword(call, "dtype")
         if dtype is not None:
@@ -225,7 +226,7 @@ class _Analysis:
             if not receivers.is_constructor_call(call):
                 continue
             scaler = _assigned_name(self.index, call)
-            if scaler is None:
+            if scaler is None or not _always_enabled(call):
                 continue
             if bf16_autocast is None:
                 bf16_autocast = self._bf16_autocast_functions()
@@ -421,9 +422,10 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`.
 
     Not reported: a dtype chosen at runtime (`dtype = torch.bfloat16 if bf16 else torch.float16`
-    used on both sides is one switch, not a mismatch), `fp16=False`, `revision="fp16"`,
-    `variant="fp16"`, names in comments or docstrings, a GradScaler next to bf16 autocast (merely
-    redundant), and inference-only files (no `backward()`, `fit`, `train()` or Trainer): there is
+    used on both sides is one switch, not a mismatch), an autocast or GradScaler switched by a
+    runtime flag (`enabled=args.fp16`: the file may only ever run with it off), `fp16=False`,
+    `revision="fp16"`, `variant="fp16"`, names in comments or docstrings, a GradScaler next to
+    bf16 autocast (merely redundant), and inference-only files (no `backward()`, `fit`, `train()` or Trainer): there is
     no loss scale to collapse there.
 
     ## Why is this bad?

@@ -343,3 +343,83 @@ def test_read_in_a_lambda_or_nested_definition_is_judged_by_its_call() -> None:
             return scaler.get_scale()
     """
     assert lines(source) == []
+
+
+def test_loop_over_a_collection_is_not_a_step_loop() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+
+    def summary(scalers):
+        for name, s in scalers.items():
+            print(name, s.get_scale())
+        for group in optimizer.param_groups:
+            group["last_scale"] = scaler.get_scale()
+
+    for batch in loader:
+        scaler.step(optimizer)
+        for group in optimizer.param_groups:
+            group["last_scale"] = scaler.get_scale()
+    """
+    assert lines(source) == [13]
+
+
+def test_read_beside_the_loop_that_steps_the_scaler_is_not_per_step() -> None:
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+
+    def train(fold):
+        for batch in loaders[fold]:
+            scaler.step(optimizer)
+            scaler.update()
+        return scaler.get_scale()
+
+    for fold in range(5):
+        print(train(fold))
+
+    for run in runs:
+        for batch in loader:
+            scaler.step(optimizer)
+            scaler.update()
+        print(run, scaler.get_scale())
+    """
+    assert lines(source) == []
+
+
+def test_wall_clock_guard_is_periodic() -> None:
+    source = GUARDED.format(test="time.time() - last_log > 30")
+    assert lines(source) == []
+
+
+def test_self_call_from_a_base_class_loop_reaches_the_subclass_method() -> None:
+    source = """\
+    import torch
+
+    class TrainerBase:
+        def train(self, iters):
+            for self.iter in range(iters):
+                self.one_iteration()
+
+    class AMPTrainer(TrainerBase):
+        def __init__(self):
+            self.grad_scaler = torch.cuda.amp.GradScaler()
+
+        def one_iteration(self):
+            self.grad_scaler.step(self.optimizer)
+            if self.log_grad_scaler:
+                self.storage.put_scalar("grad_scaler", self.grad_scaler.get_scale())
+    """
+    assert lines(source) == [15]
+
+
+def test_detectron2_style_hooks_are_per_step() -> None:
+    source = """\
+    class ScaleHook(HookBase):
+        def after_step(self):
+            self.trainer.storage.put_scalar("scale", self.trainer.grad_scaler.get_scale())
+
+        def after_train(self):
+            print(self.trainer.grad_scaler.get_scale())
+    """
+    assert lines(source) == [3]

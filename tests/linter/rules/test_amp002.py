@@ -50,6 +50,7 @@ def test_fp16_autocast_spellings_are_reported(autocast: str) -> None:
         'torch.autocast("cuda", dtype=torch.bfloat16)',
         'torch.autocast("cpu")',
         'torch.autocast("cuda", enabled=False)',
+        "torch.cuda.amp.autocast(enabled=args.fp16)",
         "torch.autocast(device.type, dtype=amp_dtype)",
         "torch.no_grad()",
     ],
@@ -204,7 +205,9 @@ def test_grad_scaler_pairs_through_the_optimizer_it_steps() -> None:
     scaler.step(optimizer)
     """
     assert lines(source) == []
-    assert lines(source.replace("AdamW(other.", "AdamW(model.")) == [6]
+    paired = source.replace("AdamW(other.", "AdamW(model.")
+    assert lines(paired) == [6]
+    assert lines(paired.replace('GradScaler("cuda")', "GradScaler(enabled=args.fp16)")) == []
 
 
 def test_lightning_precision_applies_to_the_module_passed_to_fit() -> None:
