@@ -425,8 +425,8 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     used on both sides is one switch, not a mismatch), an autocast or GradScaler switched by a
     runtime flag (`enabled=args.fp16`: the file may only ever run with it off), `fp16=False`,
     `revision="fp16"`, `variant="fp16"`, names in comments or docstrings, a GradScaler next to
-    bf16 autocast (merely redundant), and inference-only files (no `backward()`, `fit`, `train()` or Trainer): there is
-    no loss scale to collapse there.
+    bf16 autocast (merely redundant), and inference-only files (no `backward()`, `fit`,
+    `train()` or Trainer): there is no loss scale to collapse there.
 
     ## Why is this bad?
     A model pretrained in bf16 has learned weights and activations with bf16's fp32-sized range;
