@@ -120,6 +120,8 @@ STEP_COUNTER = re.compile(
 
 #: Loop variables and bounds that mean the loop counts epochs.
 EPOCH_WORD = re.compile(r"epoch", re.IGNORECASE)
+#: ...unless they count steps within an epoch (``steps_per_epoch``, ``iters_per_epoch``).
+NOT_EPOCH_WORD = re.compile(r"step|iter|batch|per_epoch", re.IGNORECASE)
 
 #: Methods whose result a loop traverses element by element: a collection, not the steps.
 TRAVERSED_COLLECTIONS = frozenset(
@@ -259,7 +261,11 @@ def _is_traversal(loop: cst.For | cst.While) -> bool:
 def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
     """``for epoch in range(epochs)``: its body runs once per epoch, not once per step."""
     header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
-    return any(EPOCH_WORD.search(name) for part in header for name in _names_in(part))
+    return any(
+        EPOCH_WORD.search(name) and not NOT_EPOCH_WORD.search(name)
+        for part in header
+        for name in _names_in(part)
+    )
 
 
 class PerStepAnalysis:

@@ -89,11 +89,12 @@ def _always_enabled(call: cst.Call) -> bool:
 
 
 def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = list(node.children)
+    """Nodes under ``node`` in source order."""
+    stack = list(reversed(node.children))
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(current.children)
+        stack.extend(reversed(current.children))
 
 
 def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:

@@ -423,3 +423,23 @@ def test_detectron2_style_hooks_are_per_step() -> None:
             print(self.trainer.grad_scaler.get_scale())
     """
     assert lines(source) == [3]
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("for epoch in range(start_epoch, args.epochs):", []),
+        ("while epoch < max_epochs:", []),
+        ("for i in range(steps_per_epoch):", [3]),
+        ("for it in range(cfg.iters_per_epoch):", [3]),
+    ],
+)
+def test_epoch_loops_are_told_from_step_loops_by_their_names(
+    header: str, expected: list[int]
+) -> None:
+    source = f"""\
+{header}
+    scaler.step(optimizer)
+    print(scaler.get_scale())
+"""
+    assert lines(source) == expected

@@ -312,3 +312,17 @@ def test_every_family_row_cites_public_evidence() -> None:
     for family in BF16_FAMILIES:
         assert family.evidence
         assert all(re.match(r"https://\S+$", url) for url in family.evidence)
+
+
+def test_message_names_the_first_bf16_model_the_autocast_runs() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel
+    first = AutoModel.from_pretrained("org/a", torch_dtype=torch.bfloat16)
+    second = AutoModel.from_pretrained("org/b", torch_dtype=torch.bfloat16)
+    first.train()
+    with torch.autocast("cuda", dtype=torch.float16):
+        out = second(first(x))
+    """
+    ((_line, _col, message),) = run_rule(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source))
+    assert "applies fp16 to `second`" in message
