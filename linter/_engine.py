@@ -7,12 +7,14 @@ files with findings. Nothing here imports or executes the code it reads.
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import pickle
 import re
 import stat
 import tokenize
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -105,12 +107,7 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        reason = _LIBCST_PREFIX.sub("", error.message)
-        return _failed(
-            path,
-            f"cannot parse: {reason} at line {error.editor_line}, column {error.editor_column}",
-            parsed=True,
-        )
+        return _failed(path, f"cannot parse: {_syntax_error_reason(text, error)}", parsed=True)
     except (RecursionError, MemoryError):
         return _failed(path, "cannot parse: nested too deeply for the parser", parsed=True)
     except Exception as error:  # libcst raises a few other types on odd input
@@ -222,6 +219,23 @@ def _available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         return os.cpu_count() or 1
+
+
+def _syntax_error_reason(text: str, error: cst.ParserSyntaxError) -> str:
+    """Python's own account of a syntax error, which names the right spot; libcst's often
+    points at the start of a later line (``x = (1,`` is reported at line 2)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. invalid escape sequences: not our business
+            ast.parse(text)  # parses only; nothing is compiled to bytecode or run
+    except SyntaxError as python_error:
+        where = f"line {python_error.lineno}, column {python_error.offset}"
+        return f"{python_error.msg} at {where}"
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    # Python accepts what libcst does not (syntax newer than this libcst): say it is libcst.
+    reason = _LIBCST_PREFIX.sub("", error.message)
+    return f"libcst: {reason} at line {error.editor_line}, column {error.editor_column}"
 
 
 def _failed(path: str, reason: str, *, parsed: bool = False) -> FileReport:

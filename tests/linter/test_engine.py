@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from lint_dummies import EveryName, Exploding, PrintCall
@@ -50,11 +52,18 @@ def test_file_with_trigger_word_is_parsed_even_without_findings() -> None:
 def test_syntax_error_names_line_and_column() -> None:
     report = run("print(1)\nx = (1,\n")
     assert report.diagnostics == ()
-    (error,) = report.errors
-    assert error.path == "m.py"
-    assert error.message.startswith("cannot parse: ")
-    assert "at line " in error.message
-    assert ", column " in error.message
+    assert [(e.path, e.message) for e in report.errors] == [
+        ("m.py", "cannot parse: '(' was never closed at line 2, column 5")
+    ]
+
+
+def test_syntax_python_accepts_but_libcst_rejects_is_blamed_on_libcst(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine, "ast", SimpleNamespace(parse=lambda text: None))
+    (error,) = run("print(1)\nx = (1,\n").errors
+    assert error.message.startswith("cannot parse: libcst: expected one of ")
+    assert re.search(r" at line \d+, column \d+$", error.message)
 
 
 def test_rule_that_raises_is_reported_and_other_rules_still_run() -> None:
