@@ -93,7 +93,8 @@ class Rule(abc.ABC):
     name: ClassVar[str]
     #: One line for ``--list-rules``.
     summary: ClassVar[str]
-    #: Plain substrings; a file that contains none of them is not parsed for this rule.
+    #: Plain substrings; a file that contains none of them is not parsed for this rule (the
+    #: engine's pre-filter, its main speed-up). ``("",)`` runs the rule on every file.
     triggers: ClassVar[tuple[str, ...]]
     #: Snippets the rule must not flag.
     valid: ClassVar[tuple[Example, ...]]

@@ -186,3 +186,16 @@ def test_parser_is_public_for_the_docs() -> None:
         "--force-exclude",
     ):
         assert option in help_text
+
+
+def test_with_no_rules_registered_every_file_is_clean(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import linter.cli
+    import linter.rules
+
+    monkeypatch.setattr(linter.rules, "ALL_RULES", ())
+    monkeypatch.setattr(linter.cli, "ALL_RULES", ())
+    (project / "broken.py").write_text("print(\n")  # never parsed: no rule wants it
+    assert main(["."]) == 0
+    assert capsys.readouterr() == ("", "All checks passed!\n")
