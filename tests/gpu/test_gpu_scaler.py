@@ -6,6 +6,8 @@ Skipped without CUDA (CI has none); run on a GPU machine with
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 import torch
 
@@ -17,9 +19,9 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
+@contextmanager
 def sync_is_an_error():
-    """Any device-to-host sync inside the test raises (torch's own instrument for it)."""
+    """Any device-to-host sync inside the block raises (torch's own instrument for it)."""
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -41,7 +43,7 @@ def train_step(model, optimizer, scaler, inputs, poison: bool = False, unscale: 
         loss = model(inputs).float().square().mean()
     scaler.scale(loss).backward()
     if poison:
-        model[0].weight.grad.view(-1)[5] = float("inf")  # a fill on the device, no sync
+        model[0].weight.grad.view(-1)[5].fill_(float("inf"))  # a kernel, no host copy
     if unscale:
         scaler.unscale_(optimizer)
     scaler.step(optimizer)
@@ -55,30 +57,31 @@ def train_step(model, optimizer, scaler, inputs, poison: bool = False, unscale: 
     ids=["default", "policy"],
 )
 @pytest.mark.parametrize("unscale", [False, True], ids=["step", "unscale_then_step"])
-def test_fused_training_never_syncs(sync_is_an_error, optimizer_name, options, unscale) -> None:
+def test_fused_training_never_syncs(optimizer_name, options, unscale) -> None:
     model = make_model()
     optimizer = getattr(torch.optim, optimizer_name)(model.parameters(), lr=1e-3, fused=True)
     scaler = GradScaler("cuda", **options)
     inputs = 0.1 * torch.randn(8, 16, device="cuda")
-    for step in range(6):
-        train_step(model, optimizer, scaler, inputs, poison=step in (0, 3), unscale=unscale)
-    torch.cuda.set_sync_debug_mode("default")
+    with sync_is_an_error():
+        for step in range(6):
+            train_step(model, optimizer, scaler, inputs, poison=step in (0, 3), unscale=unscale)
     assert scaler.get_scale() == 2.0**16 / (4 if not options else 2)
 
 
-def test_get_scale_and_a_non_fused_step_are_the_documented_syncs(sync_is_an_error) -> None:
+def test_get_scale_and_a_non_fused_step_are_the_documented_syncs() -> None:
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=True)
     scaler = GradScaler("cuda")
     inputs = 0.1 * torch.randn(8, 16, device="cuda")
-    with torch.autocast("cuda", dtype=torch.float16):
-        loss = model(inputs).float().square().mean()
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)  # no sync
-    with pytest.raises(RuntimeError, match="synchroniz"):
-        scaler.step(optimizer)  # the one sync a non-fused optimizer needs
-    with pytest.raises(RuntimeError, match="synchroniz"):
-        scaler.get_scale()
+    with sync_is_an_error():
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(inputs).float().square().mean()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)  # no sync
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            scaler.step(optimizer)  # the one sync a non-fused optimizer needs
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            scaler.get_scale()
 
 
 def test_cuda_graph_capture_replays_with_overflows() -> None:
