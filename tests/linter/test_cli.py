@@ -199,3 +199,19 @@ def test_with_no_rules_registered_every_file_is_clean(
     (project / "broken.py").write_text("print(\n")  # never parsed: no rule wants it
     assert main(["."]) == 0
     assert capsys.readouterr() == ("", "All checks passed!\n")
+
+
+def test_closed_output_pipe_ends_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with (tmp_path / "out").open("w") as sink:
+
+        class ClosedPipe(io.StringIO):
+            def write(self, text: str) -> int:
+                raise BrokenPipeError(32, "Broken pipe")
+
+            def fileno(self) -> int:
+                return sink.fileno()
+
+        monkeypatch.setattr(sys, "stdout", ClosedPipe())
+        assert main(["--list-rules"]) == 2
