@@ -117,14 +117,13 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
     errors: list[FileError] = []
     for rule in active:
         try:
-            diagnostics.extend(_to_diagnostic(context, rule, f) for f in rule.check(context))
+            # All of a rule's findings or none: a rule that fails halfway reports only the failure.
+            found = [_to_diagnostic(context, rule, finding) for finding in rule.check(context)]
         except Exception as error:
-            errors.append(
-                FileError(
-                    path,
-                    f"rule {rule.code} ({rule.name}) failed: {type(error).__name__}: {error}",
-                )
-            )
+            reason = f"rule {rule.code} ({rule.name}) failed: {type(error).__name__}: {error}"
+            errors.append(FileError(path, _one_line(reason)))
+        else:
+            diagnostics.extend(found)
     if diagnostics:
         diagnostics = _without_noqa(diagnostics, text)
     return FileReport(path, tuple(sorted(diagnostics)), tuple(errors), parsed=True)
@@ -239,7 +238,12 @@ def _syntax_error_reason(text: str, error: cst.ParserSyntaxError) -> str:
 
 
 def _failed(path: str, reason: str, *, parsed: bool = False) -> FileReport:
-    return FileReport(path, errors=(FileError(path, reason),), parsed=parsed)
+    return FileReport(path, errors=(FileError(path, _one_line(reason)),), parsed=parsed)
+
+
+def _one_line(text: str) -> str:
+    """Error lines stay lines, whatever an exception's message holds."""
+    return " ".join(text.split())
 
 
 def _to_diagnostic(context: ModuleContext, rule: Rule, finding: Finding) -> Diagnostic:

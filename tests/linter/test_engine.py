@@ -73,6 +73,23 @@ def test_rule_that_raises_is_reported_and_other_rules_still_run() -> None:
     assert error.message == "rule TST002 (exploding) failed: RuntimeError: the rule has a bug"
 
 
+class FailsHalfway(PrintCall):
+    code = "TST009"
+    name = "fails-halfway"
+
+    def check(self, context):  # type: ignore[no-untyped-def]
+        yield from super().check(context)
+        raise ValueError("first line\nsecond line")
+
+
+def test_rule_failing_after_findings_reports_only_the_failure_on_one_line() -> None:
+    report = run("print(1)\n", FailsHalfway)
+    assert report.diagnostics == ()
+    assert [e.message for e in report.errors] == [
+        "rule TST009 (fails-halfway) failed: ValueError: first line second line"
+    ]
+
+
 def test_empty_file_is_clean() -> None:
     assert lint_bytes("m.py", b"", [EveryName()]) == engine.FileReport("m.py", parsed=True)
 
