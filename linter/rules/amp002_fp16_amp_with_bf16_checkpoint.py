@@ -378,9 +378,13 @@ class _Analysis:
 
     def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
         """A bf16 model held by the LightningModule passed to ``fit``, or passed to it."""
+        found = self.model_in(value, at)
+        if found is not None:
+            return found
         if isinstance(value, cst.Name):
+            name = value.value
             for node in self.index.nodes(cst.Assign):
-                if any(dotted_name(t.target) == value.value for t in node.targets):  # type: ignore[attr-defined]
+                if any(dotted_name(t.target) == name for t in node.targets):  # type: ignore[attr-defined]
                     value = node.value  # type: ignore[attr-defined]
         if isinstance(value, cst.Call):
             cls = classes.get(dotted_name(value.func) or "")
@@ -394,12 +398,8 @@ class _Analysis:
                             origin = self.origins.of_name(name, node)
                             if origin is not None:
                                 return name, origin
-            for arg in value.args:
-                found = self.model_in(arg.value, at)
-                if found is not None:
-                    return found
-            return None
-        return self.model_in(value, at)
+            return self.model_in(value, at)  # LitModule(hf_model): the model passed in
+        return None
 
 
 class Fp16AmpWithBf16Checkpoint(Rule):
