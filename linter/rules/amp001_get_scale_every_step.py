@@ -87,8 +87,9 @@ class GetScaleEveryStep(Rule):
     `scaler.state_dict()["scale"]` — where it runs on every training step: in a loop body, in a
     function or method that this file calls from a loop (followed through the file's own calls),
     in a framework hook that runs every step (Lightning `training_step`,
-    `on_before_optimizer_step`, `on_train_batch_end`...; Hugging Face `TrainerCallback.on_step_end`)
-    or in an optimizer wrapper's `step()`.
+    `on_before_optimizer_step`, `on_train_batch_end`...; Hugging Face `TrainerCallback.on_step_end`;
+    detectron2 `after_step`) or in an optimizer wrapper's `step()` (a class deriving from an
+    `...Optimizer`, or one that calls `<scaler>.step(...)`).
 
     The scaler is recognised from the file itself: a name or attribute assigned
     `torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`, `ShardedGradScaler` or ampscale's
@@ -99,13 +100,16 @@ class GetScaleEveryStep(Rule):
     spellings need the stronger evidence.
 
     Not reported: a read under a periodic guard (`if step % log_every == 0:`,
-    `if self.control.should_log:`, an early `return`/`continue` on the off steps), a read that
-    runs once (`if step == 0:`, before or after the loop, `on_train_epoch_end`) and HF's `on_log`
-    (it runs every `logging_steps`). A gradient-accumulation guard (`(i + 1) % accum_steps == 0`)
-    and configuration flags (`if args.amp:`, `if scaler is not None:`) still run every step. How a
+    `if self.control.should_log:`, a wall-clock check, an early `return`/`continue` on the off
+    steps), a read that runs once (`if step == 0:`, before or after the loop, in a loop over
+    epochs, in `train()` beside the loop that steps the scaler, `on_train_epoch_end`), a loop over
+    a collection (`.items()`, `.parameters()`, `param_groups`), and HF's `on_log` (it runs every
+    `logging_steps`). A gradient-accumulation guard (`(i + 1) % accum_steps == 0`) and
+    configuration flags (`if args.amp:`, `if scaler is not None:`) still run every step. How a
     modulo guard is told apart: a name in the test that says accumulation (`accum`, `grad_acc`,
     `update_freq`, `micro_batch`, `sync_gradients`) makes it per-step; any other modulo
-    (`log_every`, `cfg.log_interval`, a literal `100`) is treated as periodic.
+    (`log_every`, `cfg.log_interval`, a literal `100`, an unfamiliar name) is treated as
+    periodic — a missed report costs less than a false alarm.
 
     ## Why is this bad?
     The scale lives on the GPU. Reading it is a device-to-host copy: the CPU waits until every
