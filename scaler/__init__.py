@@ -10,6 +10,7 @@ from ._checkpoint_inspect import (
 from ._fp16_compat import Fp16CompatReport, Fp16Offender, check_fp16_compat
 from ._grad_scaler import GradScaler, OptState
 from ._policy import ScaleBelowOneError, ScaleBelowOneWarning
+from ._stats import ScalerStats
 
 __all__: list[str] = [
     "CheckpointError",
@@ -21,6 +22,7 @@ __all__: list[str] = [
     "OptState",
     "ScaleBelowOneError",
     "ScaleBelowOneWarning",
+    "ScalerStats",
     "SkippedFile",
     "check_fp16_compat",
     "inspect_checkpoint",

@@ -18,8 +18,20 @@ from scaler import _scale_update
 from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
+from scaler._host_mirror import HostMirror
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
-from scaler._scale_update import FP32_MAX, SAFETY_FLOOR, ScaleState
+from scaler._scale_update import (
+    FLOOR_HITS,
+    FP32_MAX,
+    LONGEST_OVERFLOW_STREAK,
+    OVERFLOW_STREAK,
+    SAFETY_FLOOR,
+    SKIPPED_STEPS,
+    STEPS,
+    STEPS_BELOW_ONE,
+    ScaleState,
+)
+from scaler._stats import ScalerStats
 
 __all__ = ["GradScaler", "OptState"]
 
@@ -177,6 +189,9 @@ class GradScaler:
         #: unpickling); None means fresh.
         self._init_stats: dict[str, list] | None = None
         self._state: ScaleState | None = None
+        #: The device state's values on the host while every flag reaches the host (see
+        #: ``_host_mirror``); None when the device tensors are the only truth.
+        self._mirror: HostMirror | None = None
         self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_fresh_optimizer_state)
         self._grad_groups: weakref.WeakKeyDictionary[torch.optim.Optimizer, GradGroups] = (
             weakref.WeakKeyDictionary()
@@ -242,11 +257,20 @@ class GradScaler:
             self._init_hysteresis_tracker,
             floor=self._floor,
         )
+        stats = self._init_stats or _fresh_stats(self._init_scale)
         if self._init_stats is not None:
-            state.set_counters(self._init_stats["counters"])
-            state.set_scale_range(*self._init_stats["scale_range"])
+            state.set_counters(stats["counters"])
+            state.set_scale_range(*stats["scale_range"])
             state.mark_reported()
             self._init_stats = None
+        self._mirror = HostMirror.from_host(
+            {
+                "scale": self._init_scale,
+                "growth_tracker": self._init_growth_tracker,
+                "hysteresis_tracker": self._init_hysteresis_tracker,
+                **stats,
+            }
+        )
         self._state = state
         return state
 
@@ -402,8 +426,11 @@ class GradScaler:
             raise ScalerUsageError("No inf checks were recorded for this optimizer.")
         found_inf = self._combined_found_inf(optimizer_state)
         optimizer_state["found_inf"] = found_inf
+        # The one sync a non-fused optimizer needs; update() reuses the value (_host_mirror).
+        found = bool(found_inf.item())
+        optimizer_state["found_on_host"] = found
         retval = None
-        if not found_inf.item():  # the one sync a non-fused optimizer needs
+        if not found:
             retval = optimizer.step(*args, **kwargs)
         optimizer_state["stage"] = OptState.STEPPED
         return retval
@@ -472,13 +499,25 @@ class GradScaler:
         if new_scale is not None:
             self._set_scale(state, new_scale)
         else:
-            found_infs = [
-                found_inf
-                for optimizer_state in self._per_optimizer_states.values()
-                for found_inf in optimizer_state["found_inf_per_device"].values()
-            ]
-            if not found_infs:
+            recorded = [s for s in self._per_optimizer_states.values() if s["found_inf_per_device"]]
+            if not recorded:
                 raise ScalerUsageError("No inf checks were recorded prior to update.")
+            mirror = self._mirror
+            if mirror is not None and all("found_on_host" in s for s in recorded):
+                mirror.advance(
+                    any(s["found_on_host"] for s in recorded),
+                    growth_factor=self._growth_factor,
+                    backoff_factor=self._backoff_factor,
+                    growth_interval=self._growth_interval,
+                    hysteresis=self._hysteresis,
+                    floor=self._floor,
+                    cap=self._cap,
+                )
+                mirror.write_scale(state, self._hysteresis)
+                self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
+                return
+            self._hand_over_to_device(state)
+            found_infs = [f for s in recorded for f in s["found_inf_per_device"].values()]
             found_inf = _scale_update.combine_found_inf(found_infs, state.scale.device)
             _scale_update.update_scale_(
                 state,
@@ -491,6 +530,12 @@ class GradScaler:
                 cap=self._cap,
             )
         self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
+
+    def _hand_over_to_device(self, state: ScaleState) -> None:
+        """From now on the device tensors are the truth: bring their counters up to date."""
+        if self._mirror is not None:
+            self._mirror.flush(state)
+            self._mirror = None
 
     def _set_scale(self, state: ScaleState, new_scale: float | torch.Tensor) -> None:
         if isinstance(new_scale, torch.Tensor):
@@ -506,6 +551,11 @@ class GradScaler:
                 raise ScalerArgumentError(reason)
         else:
             new_scale = _check_scale("new_scale", new_scale, 0.0, math.inf)
+            if self._mirror is not None:
+                self._mirror.set_scale(new_scale, self._floor, self._cap)
+                self._mirror.write_scale(state, self._hysteresis)
+                return
+        self._hand_over_to_device(state)
         state.set_scale(new_scale, self._floor, self._cap)
 
     # ----------------------------------------------------------------- reading the scale
@@ -534,6 +584,13 @@ class GradScaler:
         assert state is not None
         if self._below_one == "ignore":
             return state.scale.item()
+        mirror = self._mirror
+        if mirror is not None:
+            scale = state.scale.item()  # equal to mirror.scale; read for torch's semantics
+            if mirror.event_pending():
+                mirror.mark_reported()
+                report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=stacklevel + 1)
+            return scale
         # One transfer carries both: a pending event flips the sign (the scale is always > 0).
         signed = torch.where(state.event_pending(), -state.scale, state.scale).item()
         scale = abs(signed)
@@ -554,11 +611,43 @@ class GradScaler:
         if self._enabled and self._state is not None and self._below_one != "ignore":
             self._read_scale_and_report(stacklevel=3)
 
+    def stats(self) -> ScalerStats:
+        """The monitoring counters and the scale, all at once: one device-to-host copy.
+
+        Counters advance on the device inside ``update()`` with no sync; this reads them (when
+        every optimizer's flag already reached the host in ``step()``, with no copy at all).
+        Call it at a log interval. Reports a pending below-one event like ``get_scale()``.
+        """
+        if not self._enabled or self._state is None:
+            scale = self._init_scale if self._enabled else 1.0
+            counters = (self._init_stats or _fresh_stats(scale))["counters"]
+            low, high = (self._init_stats or _fresh_stats(scale))["scale_range"]
+        else:
+            host = self._host_state()
+            scale, counters = host["scale"], host["counters"]
+            low, high = host["scale_range"]
+            if self._below_one != "ignore" and self._mirror.event_pending():
+                self._mirror.mark_reported()
+                report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=2)
+        return ScalerStats(
+            scale=scale,
+            steps=counters[STEPS],
+            skipped_steps=counters[SKIPPED_STEPS],
+            overflow_streak=counters[OVERFLOW_STREAK],
+            longest_overflow_streak=counters[LONGEST_OVERFLOW_STREAK],
+            floor_hits=counters[FLOOR_HITS],
+            min_scale_seen=low,
+            max_scale_seen=high,
+            steps_below_one=counters[STEPS_BELOW_ONE],
+        )
+
     def _get_growth_tracker(self) -> int:
         if not self._enabled:
             return 0
         if self._state is None:
             return self._init_growth_tracker
+        if self._mirror is not None:
+            return self._mirror.growth_tracker
         return int(self._state.growth_tracker.item())
 
     # ----------------------------------------------------------------- state dict and pickling
@@ -578,7 +667,7 @@ class GradScaler:
         else:
             if self._below_one != "ignore":
                 self._read_scale_and_report(stacklevel=3)
-            host = self._state.to_host()
+            host = self._host_state()
             scale = float(host["scale"])
             growth_tracker = int(host["growth_tracker"])
             hysteresis_tracker = int(host["hysteresis_tracker"])
@@ -594,6 +683,21 @@ class GradScaler:
                 "counters": list(stats["counters"]),
                 "scale_range": list(stats["scale_range"]),
             },
+        }
+
+    def _host_state(self) -> dict[str, Any]:
+        """All device state as Python values: from the mirror, or read (and mirrored again)."""
+        state = self._state
+        assert state is not None
+        mirror = self._mirror
+        if mirror is None:
+            mirror = self._mirror = HostMirror.from_host(state.to_host())
+        return {
+            "scale": mirror.scale,
+            "growth_tracker": mirror.growth_tracker,
+            "hysteresis_tracker": mirror.hysteresis_tracker,
+            "counters": list(mirror.counters),
+            "scale_range": [mirror.scale_min, mirror.scale_max],
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -629,6 +733,14 @@ class GradScaler:
         self._state.set_counters(stats["counters"])
         self._state.set_scale_range(*stats["scale_range"])
         self._state.mark_reported()
+        self._mirror = HostMirror.from_host(
+            {
+                "scale": scale,
+                "growth_tracker": loaded["_growth_tracker"],
+                "hysteresis_tracker": loaded[_HYSTERESIS_KEY],
+                **stats,
+            }
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -645,6 +757,7 @@ class GradScaler:
             state["_init_hysteresis_tracker"] = saved[_HYSTERESIS_KEY]
             state["_init_stats"] = saved[_STATS_KEY]
             state["_state"] = None
+            state["_mirror"] = None
             state["_grad_groups"] = None
         return state
 

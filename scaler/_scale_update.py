@@ -6,6 +6,8 @@ device and a CUDA graph that captures it keeps working (the tensors keep their s
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 #: The smallest normal fp32 value, 2**-126. Its fp32 reciprocal (2**126) is finite, so unscaling
@@ -134,6 +136,10 @@ class ScaleState:
     def mark_reported(self) -> None:
         self.reported.copy_(self.counters[FLOOR_HITS:])
 
+    def set_reported(self, values: list[int]) -> None:
+        for slot, value in zip(self.reported, values, strict=True):
+            slot.fill_(value)
+
     def set_counters(self, values: list[int]) -> None:
         for counter, value in zip(self.counters, values, strict=True):
             counter.fill_(value)
@@ -146,14 +152,28 @@ class ScaleState:
         low, negative_high = self.scale_range.tolist()
         return [low, -negative_high]
 
-    def to_host(self) -> dict[str, object]:
-        """Everything as Python values (used by state_dict/stats; one transfer per tensor)."""
+    def to_host(self) -> dict[str, Any]:
+        """Everything as Python values, in one device-to-host copy (fp64 holds the int64
+        counters exactly up to 2**53)."""
+        packed = torch.cat(
+            (
+                self.scale.double().reshape(1),
+                self.growth_tracker.double().reshape(1),
+                self.hysteresis_tracker.double().reshape(1),
+                self.counters.double(),
+                self.scale_range.double(),
+                self.reported.double(),
+            )
+        ).tolist()
+        counters = [int(v) for v in packed[3 : 3 + N_COUNTERS]]
+        low, negative_high = packed[3 + N_COUNTERS : 5 + N_COUNTERS]
         return {
-            "scale": self.scale.item(),
-            "growth_tracker": int(self.growth_tracker.item()),
-            "hysteresis_tracker": int(self.hysteresis_tracker.item()),
-            "counters": [int(v) for v in self.counters.tolist()],
-            "scale_range": self.scale_range_host(),
+            "scale": packed[0],
+            "growth_tracker": int(packed[1]),
+            "hysteresis_tracker": int(packed[2]),
+            "counters": counters,
+            "scale_range": [low, -negative_high],
+            "reported": [int(v) for v in packed[5 + N_COUNTERS :]],
         }
 
     def clamp_and_record(self, found_inf: torch.Tensor, floor: float, cap: float) -> None:
@@ -225,10 +245,13 @@ def _update_with_hysteresis(
     back_off = found & (budget <= 0)
     successful = torch.where(found, 0, state.growth_tracker + 1)
     grow = successful == growth_interval
-    grown = scale * growth_factor
+    # Products in fp64 rounded to fp32, as torch's kernel does (an fp32 tensor times a Python
+    # float would round the factor to fp32 first and differ in the last bit for, say, 1.1).
+    wide = scale.double()
+    grown = (wide * growth_factor).float()
     new_scale = torch.where(
         back_off,
-        scale * backoff_factor,
+        (wide * backoff_factor).float(),
         torch.where(grow & torch.isfinite(grown), grown, scale),
     )
     state.growth_tracker.copy_(torch.where(grow, 0, successful))

@@ -101,4 +101,4 @@ def test_min_scale_is_a_floor_and_hits_are_counted(min_scale: float) -> None:
     history = overflowing_steps(scaler, 40)
     assert min(history) == min_scale
     expected_hits = sum(1 for before in [2.0**16, *history[:-1]] if before * 0.5 < min_scale)
-    assert int(scaler._state.counters[4]) == expected_hits > 0
+    assert scaler.stats().floor_hits == expected_hits > 0

@@ -28,7 +28,15 @@ def run(scaler, pattern: str) -> list[float]:
 
 
 def counters(scaler) -> list[int]:
-    return scaler._state.counters.tolist()
+    stats = scaler.stats()
+    return [
+        stats.steps,
+        stats.skipped_steps,
+        stats.overflow_streak,
+        stats.longest_overflow_streak,
+        stats.floor_hits,
+        stats.steps_below_one,
+    ]
 
 
 # --------------------------------------------------------------------------- floor and cap
@@ -165,5 +173,5 @@ def test_counters_track_steps_skips_streaks_and_steps_below_one() -> None:
     assert (steps, skipped, streak, longest, floor_hits) == (9, 6, 1, 4, 0)
     # 4 -> 2 -> 2 -> 1 -> 0.5 -> 0.25 -> 0.125 -> .125 -> .125 -> 0.0625: 6 updates end below 1
     assert below_one == 6
-    low, high = scaler._state.scale_range_host()
-    assert (low, high) == (0.0625, 4.0)
+    stats = scaler.stats()
+    assert (stats.min_scale_seen, stats.max_scale_seen) == (0.0625, 4.0)
