@@ -20,11 +20,6 @@ from linter._rule import Rule
 from linter._version import __version__
 from linter.api import LintResult
 
-#: Where the project lives (SARIF ``informationUri``).
-PROJECT_URL = "https://github.com/ampscale/ampscale"
-#: A rule's documentation page; ``{page}`` is its lower-case code, as docs/_ext/rule_pages.py
-#: names the generated pages.
-RULE_DOCS_URL = "https://ampscale.readthedocs.io/en/latest/reference/rules/{page}.html"
 #: Version of SARIF written, and its schema.
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -100,7 +95,6 @@ def format_sarif(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
                 "name": "amp-lint",
                 "version": __version__,
                 "semanticVersion": __version__,
-                "informationUri": PROJECT_URL,
                 "rules": [_sarif_rule(rule) for rule in described],
             }
         },
@@ -135,8 +129,8 @@ def _sarif_rule(rule: type[Rule]) -> dict[str, Any]:
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": docs},
+        # The whole rule page travels in the log: ampscale has no hosted docs site to link to.
         "help": {"text": docs, "markdown": docs},
-        "helpUri": RULE_DOCS_URL.format(page=rule.code.lower()),
         "defaultConfiguration": {"level": "error"},
         "properties": {"tags": ["correctness", "amp"]},
     }

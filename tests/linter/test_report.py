@@ -101,10 +101,10 @@ def test_sarif_has_what_github_code_scanning_reads(result: LintResult) -> None:
     (run,) = log["runs"]
     driver = run["tool"]["driver"]
     assert (driver["name"], driver["version"]) == ("amp-lint", "0.1.0")
-    assert driver["informationUri"].startswith("https://")
     assert [rule["id"] for rule in driver["rules"]] == ["TST001", "TST002", "TST003"]
     for rule in driver["rules"]:
-        assert {"name", "shortDescription", "fullDescription", "helpUri"} <= rule.keys()
+        assert {"name", "shortDescription", "fullDescription", "help"} <= rule.keys()
+        assert rule["help"]["markdown"] == rule["fullDescription"]["text"]
         assert rule["defaultConfiguration"] == {"level": "error"}
     third = run["results"][2]
     assert (third["ruleId"], third["ruleIndex"], third["level"]) == ("TST001", 0, "error")
