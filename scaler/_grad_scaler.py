@@ -18,7 +18,7 @@ from scaler import _scale_update
 from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
-from scaler._host_mirror import HostMirror
+from scaler._host_mirror import HostMirror, to_fp32
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
 from scaler._scale_update import (
     FLOOR_HITS,
@@ -371,6 +371,10 @@ class GradScaler:
         scale = state.scale
         if scale.device.type == "mps":
             inv_scale = scale.reciprocal()
+        elif self._mirror is not None:  # the same value, made in one op from the host's copy
+            inv_scale = torch.full(
+                (), to_fp32(1.0 / self._mirror.scale), dtype=torch.float32, device=scale.device
+            )
         else:
             inv_scale = scale.double().reciprocal().float()
         found_inf = torch.zeros((), dtype=torch.float32, device=scale.device)
@@ -382,7 +386,7 @@ class GradScaler:
     def _check_inf_per_device(self, optimizer: torch.optim.Optimizer) -> dict[torch.device, Any]:
         """Record inf/NaN in the (still scaled) grads without unscaling (fused-optimizer path)."""
         state = self._require_state("_check_inf_per_device")
-        one = torch.ones((), dtype=torch.float32, device=state.scale.device)
+        one = state.one  # read only: a 1.0 kept on the device
         found_inf = torch.zeros((), dtype=torch.float32, device=state.scale.device)
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         optimizer_state["found_inf_per_device"] = self._unscale_grads_(
@@ -463,7 +467,9 @@ class GradScaler:
             if optimizer_state["stage"] is OptState.UNSCALED:
                 grad_scale = getattr(optimizer, "grad_scale", None)
             else:
-                grad_scale = state.scale * getattr(optimizer, "grad_scale", 1)
+                user_scale = getattr(optimizer, "grad_scale", None)
+                # Fused kernels only read it, so the scale itself saves torch's extra multiply.
+                grad_scale = state.scale if user_scale is None else state.scale * user_scale
             optimizer.grad_scale = grad_scale
             optimizer.found_inf = found_inf
         try:

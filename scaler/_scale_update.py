@@ -89,6 +89,7 @@ class ScaleState:
         "counters",
         "growth_tracker",
         "hysteresis_tracker",
+        "one",
         "reported",
         "scale",
         "scale_range",
@@ -109,6 +110,8 @@ class ScaleState:
         self.scale = self._probe[_PROBE_SCALE]
         self._before_clamp = self._probe[_PROBE_BEFORE_CLAMP]
         self._neg_found_inf = self._probe[_PROBE_NEG_FOUND_INF]
+        #: A constant 1.0 (the probe's last slot), read only: the fused path's dummy inv_scale.
+        self.one = self._probe[4]
         #: Consecutive clean steps since the last growth or overflow (torch's ``_growth_tracker``).
         self.growth_tracker = torch.full((), growth_tracker, dtype=torch.int32, device=device)
         #: Overflows still tolerated before backing off; refilled when the scale grows.
