@@ -61,6 +61,22 @@ _FP16_TEXT = re.compile(
     r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16", re.IGNORECASE
 )
 _TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")
+#: ...and a bf16 origin: a load, a `.bfloat16()`, a checkpoint named to a Trainer, or a `.to(`
+#: cast in a file that spells `bfloat16` (the dtype may sit in a constant).
+_BF16_ORIGIN_TEXT = re.compile(r"from_pretrained|\.bfloat16\s*\(|Trainer\b")
+_CAST_TEXT = re.compile(r"\.to\s*\(")
+
+
+def _may_hold_a_finding(source: str) -> bool:
+    """Cheap text test that skips the walk for files that cannot hold a finding."""
+    return (
+        _FP16_TEXT.search(source) is not None
+        and _TRAINING_TEXT.search(source) is not None
+        and (
+            _BF16_ORIGIN_TEXT.search(source) is not None
+            or ("bfloat16" in source and _CAST_TEXT.search(source) is not None)
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,7 +549,7 @@ trainer.train()
     )
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        if _FP16_TEXT.search(context.source) is None or not _TRAINING_TEXT.search(context.source):
+        if not _may_hold_a_finding(context.source):
             return
         analysis = _Analysis(context)
         reported: set[cst.CSTNode] = set()
