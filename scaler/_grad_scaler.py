@@ -130,8 +130,12 @@ class GradScaler:
         enabled: ``False`` makes every method a pass-through.
         min_scale: keyword-only floor (default: the 2**-126 safety floor only).
         max_scale: keyword-only cap (default: none).
-        hysteresis: keyword-only; overflows needed before backing off (1 = torch). See
-            ``scaler._scale_update._update_with_hysteresis`` for the semantics and why.
+        hysteresis: keyword-only; overflows needed before backing off (1 = torch). Megatron-LM's
+            semantics (also DeepSpeed's default): each overflow spends one unit and resets the
+            growth count; once spent, every overflow backs off until ``growth_interval`` clean
+            steps grow the scale and refill the budget. Not DeepSpeed's
+            ``consecutive_hysteresis=True`` (refill on every clean step), under which an overflow
+            on every other step would never back off and half the steps would be skipped forever.
         below_one: keyword-only; "ignore" (torch's behaviour), "warn"
             (:class:`ScaleBelowOneWarning`) or "raise" (:class:`ScaleBelowOneError`), deferred to
             the next point where the host reads the scale.
