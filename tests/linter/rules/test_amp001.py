@@ -443,3 +443,10 @@ def test_epoch_loops_are_told_from_step_loops_by_their_names(
     print(scaler.get_scale())
 """
     assert lines(source) == expected
+
+
+def test_private_tensor_read_is_matched_only_as_the_trigger_spells_it() -> None:
+    setup = "import torch\nscaler = torch.amp.GradScaler('cuda')"
+    assert lines(LOOP_READ.format(setup=setup, read="scaler._scale.item()")) == [7]
+    # The engine skips files without `._scale`; the rule must not claim what it never sees.
+    assert lines(LOOP_READ.format(setup=setup, read="(scaler .  _scale).item()")) == []
