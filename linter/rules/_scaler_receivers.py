@@ -6,6 +6,9 @@ wrapper-owned scaler (``accelerator.scaler``, ``trainer.precision_plugin.scaler`
 variable merely *named* like a scaler — good enough for a zero-argument ``get_scale()`` (torch's
 getter takes none, so that spelling is already specific), not for the generic ``_scale`` /
 ``state_dict()`` spellings.
+
+DeepSpeed, Megatron and fairseq keep their own loss scalers (``cur_scale``, ``loss_scale``
+attributes, no ``get_scale()``), so there is no wrapper-owned GradScaler of theirs to list.
 """
 
 from __future__ import annotations
