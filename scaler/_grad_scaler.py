@@ -12,6 +12,7 @@ from collections import abc, defaultdict
 from typing import Any, overload
 
 import torch
+import torch.distributed as dist
 from torch.amp.grad_scaler import OptState
 
 from scaler import _scale_update
@@ -19,6 +20,7 @@ from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
 from scaler._host_mirror import HostMirror, to_fp32
+from scaler._peek import CudaScalePeek
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
 from scaler._scale_update import (
     FLOOR_HITS,
@@ -136,6 +138,10 @@ class GradScaler:
             steps grow the scale and refill the budget. Not DeepSpeed's
             ``consecutive_hysteresis=True`` (refill on every clean step), under which an overflow
             on every other step would never back off and half the steps would be skipped forever.
+        process_group: keyword-only; a ``torch.distributed`` group across which the found-inf
+            flag is all-reduced (MAX) on every path, fused optimizers included, so that all
+            ranks skip together and keep identical scales. The reduce is asynchronous and is
+            waited on by the stream (NCCL) where the flag is used; it adds no host sync.
         below_one: keyword-only; "ignore" (torch's behaviour), "warn"
             (:class:`ScaleBelowOneWarning`) or "raise" (:class:`ScaleBelowOneError`), deferred to
             the next point where the host reads the scale.
@@ -154,6 +160,7 @@ class GradScaler:
         max_scale: float | None = None,
         hysteresis: int = 1,
         below_one: BelowOnePolicy = "ignore",
+        process_group: Any = None,
     ) -> None:
         if isinstance(device, torch.device):
             device = device.type
@@ -173,6 +180,12 @@ class GradScaler:
             )
         self._hysteresis = int(hysteresis)
         self._below_one = below_one
+        if process_group is not None and not (dist.is_available() and dist.is_initialized()):
+            raise ScalerArgumentError(
+                "process_group was given but torch.distributed is not initialized; call "
+                "torch.distributed.init_process_group() first"
+            )
+        self._process_group = process_group
         if device == "cuda" and enabled and _cuda_definitely_unavailable():
             warnings.warn(
                 "GradScaler is enabled, but CUDA is not available.  Disabling.", stacklevel=2
@@ -193,11 +206,17 @@ class GradScaler:
         #: unpickling); None means fresh.
         self._init_stats: dict[str, list] | None = None
         self._state: ScaleState | None = None
+        #: Asynchronous scale copies for ``peek_scale()`` on CUDA; started by its first call.
+        self._peek: CudaScalePeek | None = None
         #: The device state's values on the host while every flag reaches the host (see
         #: ``_host_mirror``); None when the device tensors are the only truth.
         self._mirror: HostMirror | None = None
         self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_fresh_optimizer_state)
         self._grad_groups: weakref.WeakKeyDictionary[torch.optim.Optimizer, GradGroups] = (
+            weakref.WeakKeyDictionary()
+        )
+        #: Each optimizer's found-inf flag of its latest step (for ``step_skipped``).
+        self._last_found_inf: weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.Tensor] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -382,8 +401,8 @@ class GradScaler:
         else:
             inv_scale = scale.double().reciprocal().float()
         found_inf = torch.zeros((), dtype=torch.float32, device=scale.device)
-        optimizer_state["found_inf_per_device"] = self._unscale_grads_(
-            optimizer, inv_scale, found_inf, False
+        optimizer_state["found_inf_per_device"] = self._reduce_found_inf(
+            self._unscale_grads_(optimizer, inv_scale, found_inf, False), optimizer_state
         )
         optimizer_state["stage"] = OptState.UNSCALED
 
@@ -393,10 +412,39 @@ class GradScaler:
         one = state.one  # read only: a 1.0 kept on the device
         found_inf = torch.zeros((), dtype=torch.float32, device=state.scale.device)
         optimizer_state = self._per_optimizer_states[id(optimizer)]
-        optimizer_state["found_inf_per_device"] = self._unscale_grads_(
-            optimizer, one, found_inf, True
+        optimizer_state["found_inf_per_device"] = self._reduce_found_inf(
+            self._unscale_grads_(optimizer, one, found_inf, True), optimizer_state
         )
         return optimizer_state["found_inf_per_device"]
+
+    def _reduce_found_inf(
+        self, found_inf_per_device: dict[torch.device, torch.Tensor], optimizer_state: dict
+    ) -> dict[torch.device, torch.Tensor]:
+        """With a process group: one flag, all-reduced (MAX) across ranks, asynchronously.
+
+        Every rank takes part even when it has no gradients, so that none waits forever.
+        """
+        if self._process_group is None:
+            return found_inf_per_device
+        device = self._require_state("unscale_").scale.device
+        flags = list(found_inf_per_device.values())
+        if not flags:
+            flag = torch.zeros((), dtype=torch.float32, device=device)
+        else:
+            flag = _scale_update.combine_found_inf(flags, device)
+            if len(flags) > 1:
+                flag = flag.clamp(max=1.0)
+        optimizer_state["reduce_work"] = dist.all_reduce(
+            flag, op=dist.ReduceOp.MAX, group=self._process_group, async_op=True
+        )
+        return {device: flag}
+
+    @staticmethod
+    def _await_reduce(optimizer_state: dict) -> None:
+        # NCCL: the current stream waits, the host does not. Gloo (CPU): the host waits.
+        work = optimizer_state.pop("reduce_work", None)
+        if work is not None:
+            work.wait()
 
     def _found_inf_per_device(self, optimizer: torch.optim.Optimizer) -> dict[torch.device, Any]:
         return self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
@@ -405,6 +453,7 @@ class GradScaler:
         # Clamped to 1: torch's fused kernels skip only when found_inf == 1.0, and a sum over
         # two devices that both overflowed would be 2.0.
         scale = self._require_state("step").scale
+        self._await_reduce(optimizer_state)
         flags = list(optimizer_state["found_inf_per_device"].values())
         combined = _scale_update.combine_found_inf(flags, scale.device)
         return combined.clamp(max=1.0) if len(flags) > 1 else combined
@@ -434,6 +483,7 @@ class GradScaler:
             raise ScalerUsageError("No inf checks were recorded for this optimizer.")
         found_inf = self._combined_found_inf(optimizer_state)
         optimizer_state["found_inf"] = found_inf
+        self._last_found_inf[optimizer] = found_inf
         # The one sync a non-fused optimizer needs; update() reuses the value (_host_mirror).
         found = bool(found_inf.item())
         optimizer_state["found_on_host"] = found
@@ -467,6 +517,7 @@ class GradScaler:
                 self._check_inf_per_device(optimizer)
             found_inf = self._combined_found_inf(optimizer_state)
             optimizer_state["found_inf"] = found_inf
+            self._last_found_inf[optimizer] = found_inf
             # After unscale_ the grads are already unscaled: keep only a scale the user set.
             if optimizer_state["stage"] is OptState.UNSCALED:
                 grad_scale = getattr(optimizer, "grad_scale", None)
@@ -484,6 +535,36 @@ class GradScaler:
                 del optimizer.found_inf
         optimizer_state["stage"] = OptState.STEPPED
         return retval
+
+    def step_skipped(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+        """Whether ``optimizer``'s latest ``step()`` was skipped: a 0-dim bool tensor, no sync.
+
+        Valid from ``step(optimizer)`` until that optimizer's next step (``update()`` does not
+        clear it), on the scale's device. Use it instead of comparing ``get_scale()`` before
+        and after ``update()``, the most common per-step sync in training loops. Example: keep
+        a warmup schedule in step with the updates that really happened, on the device::
+
+            real_steps = torch.zeros((), dtype=torch.int64, device="cuda")
+            lr = torch.tensor(0.0, device="cuda")
+            optimizer = torch.optim.AdamW(params, lr=lr, fused=True)  # a tensor lr
+            for batch in data:
+                ...
+                scaler.step(optimizer)
+                real_steps += ~scaler.step_skipped(optimizer)
+                scaler.update()
+                lr.copy_(peak_lr * (real_steps / warmup_steps).clamp(max=1.0))
+
+        A logger can likewise sum the flags on the device and read the sum at its interval.
+        """
+        if not self._enabled:
+            return torch.zeros((), dtype=torch.bool)
+        found_inf = self._last_found_inf.get(optimizer)
+        if found_inf is None:
+            raise ScalerUsageError(
+                "step_skipped(optimizer) is valid after scaler.step(optimizer); this optimizer "
+                "has not stepped through this scaler (or its step() takes grad_scaler itself)"
+            )
+        return found_inf > 0
 
     def update(self, new_scale: float | torch.Tensor | None = None) -> None:
         """Update the scale at the end of the iteration, on the device, without a sync.
@@ -510,6 +591,8 @@ class GradScaler:
             self._set_scale(state, new_scale)
         else:
             recorded = [s for s in self._per_optimizer_states.values() if s["found_inf_per_device"]]
+            for optimizer_state in recorded:
+                self._await_reduce(optimizer_state)
             if not recorded:
                 raise ScalerUsageError("No inf checks were recorded prior to update.")
             mirror = self._mirror
@@ -539,6 +622,8 @@ class GradScaler:
                 floor=self._floor,
                 cap=self._cap,
             )
+            if self._peek is not None:
+                self._peek.enqueue(state)
         self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
 
     def _hand_over_to_device(self, state: ScaleState) -> None:
@@ -574,13 +659,58 @@ class GradScaler:
         """The scale tensor without a sync (torch's private accessor, kept for compatibility)."""
         return self._scale
 
+    def peek_scale(self) -> float | None:
+        """The most recent scale that has already reached the host, or None; never waits.
+
+        Log it every step at no synchronous cost. When every optimizer's found-inf flag reached
+        the host in ``step()`` (non-fused optimizers), the value is current. Otherwise, on CUDA,
+        the first call starts an asynchronous copy into pinned memory after each ``update()``;
+        the value is the newest copy that has landed (usually the previous step's), None until
+        one has. On CPU it is current. A below-one event seen this way is reported by
+        ``below_one="warn"``/``"raise"`` right here, within a few steps of happening.
+        """
+        if not self._enabled:
+            return 1.0
+        state = self._state
+        if state is None:
+            return None
+        mirror = self._mirror
+        if mirror is not None:
+            if self._peek is not None:
+                self._peek.reset(mirror.scale)
+            if mirror.event_pending() and self._below_one != "ignore":
+                mirror.mark_reported()
+                report_below_one(self._below_one, mirror.scale, mirror.scale >= 1.0, stacklevel=2)
+            return mirror.scale
+        if state.scale.device.type == "cpu":  # host memory: reading it waits for nothing
+            host = state.to_host()
+            events = host["counters"][FLOOR_HITS:]
+            if events != host["reported"] and self._below_one != "ignore":
+                state.mark_reported()
+                report_below_one(self._below_one, host["scale"], host["scale"] >= 1.0, 2)
+            return host["scale"]
+        if state.scale.device.type != "cuda":
+            return None
+        if self._peek is None:
+            self._peek = CudaScalePeek(state)
+            self._peek.enqueue(state)
+        latest = self._peek.peek()
+        if latest is None:
+            return None
+        scale, pending = latest
+        if pending and self._below_one != "ignore":
+            state.mark_reported()  # an async device copy
+            report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=2)
+        return scale
+
     def get_scale(self) -> float:
         """The current scale as a Python float (1.0 when disabled).
 
         .. warning::
             This waits for the device (one sync), as in torch: calling it every step stalls a
-            GPU pipeline. Read ``stats()`` at a log interval instead, or keep the scale tensor
-            (``_get_scale_async()``) and log it lazily.
+            GPU pipeline. To log the scale every step use ``peek_scale()``, which never waits;
+            for counters (skips, steps below 1) read ``stats()`` at a log interval; to react to
+            a skipped step use ``step_skipped(optimizer)``, a device flag.
         """
         if not self._enabled:
             return 1.0
@@ -628,10 +758,12 @@ class GradScaler:
         every optimizer's flag already reached the host in ``step()``, with no copy at all).
         Call it at a log interval. Reports a pending below-one event like ``get_scale()``.
         """
-        if not self._enabled or self._state is None:
-            scale = self._init_scale if self._enabled else 1.0
-            counters = (self._init_stats or _fresh_stats(scale))["counters"]
-            low, high = (self._init_stats or _fresh_stats(scale))["scale_range"]
+        if not self._enabled:
+            scale, counters, (low, high) = 1.0, [0] * _scale_update.N_COUNTERS, (1.0, 1.0)
+        elif self._state is None:
+            scale = self._init_scale
+            saved = self._init_stats or _fresh_stats(scale)
+            counters, (low, high) = saved["counters"], saved["scale_range"]
         else:
             host = self._host_state()
             scale, counters = host["scale"], host["counters"]
@@ -768,13 +900,18 @@ class GradScaler:
             state["_init_stats"] = saved[_STATS_KEY]
             state["_state"] = None
             state["_mirror"] = None
+            state["_peek"] = None
             state["_grad_groups"] = None
+            state["_last_found_inf"] = None
+            # A process group cannot travel; pass one again to the unpickled scaler's owner.
+            state["_process_group"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self._enabled:
             self._grad_groups = weakref.WeakKeyDictionary()
+            self._last_found_inf = weakref.WeakKeyDictionary()
 
 
 # --------------------------------------------------------------------- validation
