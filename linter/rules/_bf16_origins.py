@@ -63,6 +63,23 @@ MODEL_WRAPPERS = frozenset(
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
 
 
+#: How many same-module calls deep a model is followed into a function's parameters.
+MAX_CALL_DEPTH = 3
+
+
+def _parameter_position(function: cst.FunctionDef, name: str) -> int | None:
+    """Position of parameter ``name`` as call sites pass it (``self`` excluded), else None."""
+    params = function.params
+    positional_params = [*params.posonly_params, *params.params]
+    is_method = bool(positional_params) and positional_params[0].name.value in ("self", "cls")
+    for position, param in enumerate(positional_params):
+        if param.name.value == name:
+            return position - 1 if is_method else position
+    if any(param.name.value == name for param in params.kwonly_params):
+        return 10**6  # keyword-only: never matched by position
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Bf16Origin:
     """Where a model became bf16."""
@@ -133,7 +150,16 @@ class Bf16Origins:
             tuple[cst.CSTNode | None, str], list[tuple[int, cst.CSTNode, Bf16Origin | None]]
         ]
         self._bindings = {}
+        #: The previous pass's final bindings, read when following arguments to parameters.
+        self._settled: dict | None = None
+        self._resolving: set[cst.FunctionDef] = set()
+        self._calls_by_name: dict[str, list[cst.Call]] | None = None
+        # Two passes: a function defined above its caller sees the caller's models on the second.
         self._collect()
+        self._settled = self._bindings
+        self._bindings, self._attributes = {}, {}
+        self._collect()
+        self._settled = self._bindings
 
     # -- dtypes -----------------------------------------------------------------------------
 
@@ -226,7 +252,11 @@ class Bf16Origins:
         order = self._index.order.get(at, len(self._index.order))
         # `model = model.half()`: the binding being evaluated does not exist yet.
         enclosing = {at, *self._index.ancestors(at)}
+        parameter = _parameter_position(function, name) if function is not None else None
         for scope in (function, None):
+            if scope is None and parameter is not None:
+                # A parameter shadows the global: the callers say what it holds.
+                return self._argument_origin(function, name, parameter)  # type: ignore[arg-type]
             # A function body runs after the module-level code that binds its globals.
             limit = len(self._index.order) if scope is None and function is not None else order
             found: Bf16Origin | None = None
@@ -237,6 +267,47 @@ class Bf16Origins:
             if seen:
                 return found
         return None
+
+    def _argument_origin(
+        self, function: cst.FunctionDef, name: str, position: int
+    ) -> Bf16Origin | None:
+        """The origin of what this module's calls of ``function`` pass as parameter ``name``."""
+        if function in self._resolving or len(self._resolving) >= MAX_CALL_DEPTH:
+            return None
+        self._resolving.add(function)
+        saved = self._bindings
+        if self._settled is not None:
+            self._bindings = self._settled
+        try:
+            for call in self._calls_of(function):
+                arg = keyword(call, name) or positional(call, position)
+                if arg is not None:
+                    origin = self.of_expression(arg.value, call)
+                    if origin is not None:
+                        return origin
+            return None
+        finally:
+            self._bindings = saved
+            self._resolving.discard(function)
+
+    def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
+        """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class."""
+        if self._calls_by_name is None:
+            self._calls_by_name = {}
+            for call in self._index.nodes(cst.Call):
+                func = call.func  # type: ignore[attr-defined]
+                if isinstance(func, cst.Name):
+                    self._calls_by_name.setdefault(func.value, []).append(call)  # type: ignore[arg-type]
+                elif isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
+                    self._calls_by_name.setdefault("." + func.attr.value, []).append(call)  # type: ignore[arg-type]
+        cls = self._index.enclosing_class(function.body)
+        if cls is None:
+            return self._calls_by_name.get(function.name.value, [])
+        return [
+            call
+            for call in self._calls_by_name.get("." + function.name.value, [])
+            if self._index.enclosing_class(call) is cls
+        ]
 
     def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:
         dtype_arg = self.loading_dtype_arg(call)

@@ -326,3 +326,62 @@ def test_message_names_the_first_bf16_model_the_autocast_runs() -> None:
     """
     ((_line, _col, message),) = run_rule(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source))
     assert "applies fp16 to `second`" in message
+
+
+def test_model_followed_from_the_caller_into_a_parameter() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    def train(net, loader):
+        scaler = torch.amp.GradScaler("cuda")
+        optimizer = torch.optim.AdamW(net.parameters())
+        for batch in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = net(**batch).loss
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+    def main():
+        model = AutoModelForCausalLM.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+        train(model, loader=None)
+    """
+    found = run_rule(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source))
+    assert [line for line, _col, _msg in found] == [5, 8]
+    assert all("`net`, which was loaded as bfloat16 at line 15" in msg for *_, msg in found)
+
+
+def test_parameter_shadows_a_bf16_global_of_the_same_name() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel
+    model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+
+    def train(model):
+        with torch.autocast("cuda", dtype=torch.float16):
+            model(x).sum().backward()
+
+    train(torch.nn.Linear(4, 4))
+    """
+    assert lines(source) == []
+    assert lines(source.replace("train(torch.nn.Linear(4, 4))", "train(model)")) == [6]
+
+
+def test_method_parameter_followed_through_self_calls_and_recursion_terminates() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel
+
+    class Runner:
+        def run(self):
+            lm = AutoModel.from_pretrained("org/lm", dtype=torch.bfloat16)
+            self.fit(lm, 3)
+
+        def fit(self, module, epochs):
+            if epochs:
+                self.fit(module, epochs - 1)
+            with torch.autocast("cuda"):
+                module(x).sum().backward()
+    """
+    assert lines(source) == [12]
