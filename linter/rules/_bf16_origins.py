@@ -4,6 +4,7 @@ Models are tracked by the dotted name they are bound to (``model``, ``self.model
 plain names per function (in source order, so a rebinding ends the old model), ``self.x``
 per class. A model keeps its origin through ``.to(device)``, ``.cuda()``, wrappers such as
 ``get_peft_model(model, ...)`` or ``torch.compile(model)`` and ``accelerator.prepare(model, ...)``.
+A function's parameter holds whatever this module's own calls of that function pass to it.
 A dtype chosen at runtime (``torch_dtype=dtype`` where ``dtype`` depends on a flag) is not
 known statically, so it makes no origin: one switch driving both sides is not a mismatch.
 """

@@ -436,7 +436,9 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     The finding is reported at the fp16 site and names the line where the model became bf16
     (a related location in SARIF). The model is tracked through the file: the model called under
     the autocast, the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
-    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`.
+    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`, and a
+    function's parameter when this file calls the function with a bf16 model
+    (`train(model, loader)`).
 
     Not reported: a dtype chosen at runtime (`dtype = torch.bfloat16 if bf16 else torch.float16`
     used on both sides is one switch, not a mismatch), an autocast or GradScaler switched by a
