@@ -306,7 +306,8 @@ for i, batch in enumerate(loader):
                 message = (
                     f"`{text}` copies the loss scale to the host, a device sync that stalls "
                     f"every training step ({why}); read it under a log-interval guard "
-                    "(`if step % log_every == 0:`) or use a non-blocking reading"
+                    f"(`if step % log_every == 0:`) or use ampscale's non-blocking "
+                    f"`{read.receiver}.peek_scale()`"
                 )
             yield Finding(read.node, message)
 

@@ -330,6 +330,7 @@ def test_message_names_the_loop_line_and_the_call() -> None:
     (message,) = messages(source)
     assert message.startswith("`scaler.get_scale()` copies the loss scale to the host")
     assert "inside the loop at line 3" in message
+    assert message.endswith("or use ampscale's non-blocking `scaler.peek_scale()`")
 
 
 def test_read_in_a_lambda_or_nested_definition_is_judged_by_its_call() -> None:
