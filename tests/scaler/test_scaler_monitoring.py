@@ -107,7 +107,6 @@ def test_peek_scale_is_current_on_cpu_and_never_syncs(fused: bool) -> None:
 @FUSED
 def test_peek_scale_reports_a_scale_below_one(fused: bool) -> None:
     model, optimizer, scaler = setup(fused, below_one="warn")
-    scaler.update(1.0) if scaler._state else None
     scaler.scale(torch.ones(()))
     scaler.update(1.0)
     train(scaler, optimizer, model, "x")

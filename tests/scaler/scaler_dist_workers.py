@@ -1,0 +1,172 @@
+"""Worker functions for the gloo tests (spawned processes import them by module name)."""
+
+from __future__ import annotations
+
+import copy
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from scaler import GradScaler
+
+STEPS = 5
+POISONED_STEP = 1
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _batch(step: int, rank: int | None = None, world: int = 1):
+    generator = torch.Generator().manual_seed(100 + step)
+    inputs, target = (
+        torch.randn(16, 8, generator=generator),
+        torch.randn(16, 4, generator=generator),
+    )
+    if rank is None:
+        return inputs, target
+    return inputs.chunk(world)[rank], target.chunk(world)[rank]
+
+
+def _loss(model, inputs, target):
+    with torch.autocast("cpu", dtype=torch.float16):
+        return torch.nn.functional.mse_loss(model(inputs).float(), target)
+
+
+def _run(rank: int, world: int, init_file: str, out_dir: str, body) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        result = body(rank, world)
+    except Exception:  # report to the parent, which asserts on it
+        result = {"error": traceback.format_exc()}
+    finally:
+        dist.destroy_process_group()
+    torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+
+
+def _one_rank_overflows(rank: int, world: int) -> dict:
+    """An inf on rank 1 only, at one step: record scales and skips for each scaler/optimizer."""
+    result = {}
+    cases = {
+        "ours-foreach": (lambda: GradScaler("cpu", process_group=dist.group.WORLD), False),
+        "ours-fused": (lambda: GradScaler("cpu", process_group=dist.group.WORLD), True),
+        "torch-sharded-fused": (_sharded_grad_scaler, True),
+    }
+    for name, (make_scaler, fused) in cases.items():
+        model = _model()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused, foreach=not fused)
+        scaler = make_scaler()
+        scales, skipped, weights = [], [], []
+        for step in range(STEPS):
+            optimizer.zero_grad()
+            inputs, target = _batch(step)
+            scaler.scale(_loss(model, inputs, target)).backward()
+            if rank == 1 and step == POISONED_STEP:
+                model[0].weight.grad.view(-1)[0] = float("inf")
+            before = [p.detach().clone() for p in model.parameters()]
+            scaler.step(optimizer)
+            skipped.append(
+                all(torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
+            )
+            scaler.update()
+            scales.append(scaler.get_scale())
+            weights.append(sum(float(p.detach().double().sum()) for p in model.parameters()))
+        result[name] = {"scales": scales, "skipped": skipped, "weights": weights}
+        if name.startswith("ours"):
+            result[name]["stats_skipped"] = scaler.stats().skipped_steps
+    return result
+
+
+def _sharded_grad_scaler():
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    return ShardedGradScaler("cpu", process_group=dist.group.WORLD)
+
+
+def _ddp_matches_single_process(rank: int, world: int) -> dict:
+    """DDP over two ranks vs one process accumulating the same two half batches."""
+    reference = _model()
+    model = torch.nn.parallel.DistributedDataParallel(copy.deepcopy(reference))
+    reference_scaler = GradScaler("cpu", growth_interval=2)
+    scaler = GradScaler("cpu", growth_interval=2, process_group=dist.group.WORLD)
+    reference_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for step in range(STEPS):
+        reference_opt.zero_grad()
+        for shard in range(world):
+            inputs, target = _batch(step, shard, world)
+            reference_scaler.scale(_loss(reference, inputs, target) / world).backward()
+        optimizer.zero_grad()
+        inputs, target = _batch(step, rank, world)
+        scaler.scale(_loss(model, inputs, target)).backward()
+        if step == POISONED_STEP:  # an inf on rank 0 only; the reference sees it too
+            reference[0].weight.grad.view(-1)[0] = float("inf")
+            if rank == 0:
+                model.module[0].weight.grad.view(-1)[0] = float("inf")
+        reference_scaler.step(reference_opt)
+        reference_scaler.update()
+        scaler.step(optimizer)
+        scaler.update()
+    return {
+        "max_diff": max(
+            float((p - q).detach().abs().max())
+            for p, q in zip(reference.parameters(), model.module.parameters(), strict=True)
+        ),
+        "scales": (reference_scaler.get_scale(), scaler.get_scale()),
+        "skipped": scaler.stats().skipped_steps,
+    }
+
+
+def _fsdp_matches_single_process(rank: int, world: int) -> dict:
+    """FSDP2 (fully_shard) over two ranks vs one process accumulating the two half batches."""
+    from torch.distributed.fsdp import fully_shard
+
+    reference = _model()
+    model = copy.deepcopy(reference)
+    for layer in (model[0], model[2]):
+        fully_shard(layer)
+    fully_shard(model)
+    reference_scaler = GradScaler("cpu")
+    scaler = GradScaler("cpu", process_group=dist.group.WORLD)
+    reference_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(STEPS):
+        reference_opt.zero_grad()
+        for shard in range(world):
+            inputs, target = _batch(step, shard, world)
+            reference_scaler.scale(_loss(reference, inputs, target) / world).backward()
+        optimizer.zero_grad()
+        inputs, target = _batch(step, rank, world)
+        scaler.scale(_loss(model, inputs, target)).backward()
+        if step == POISONED_STEP:  # an inf in rank 1's shard only; the reference sees one too
+            reference[0].weight.grad.view(-1)[0] = float("inf")
+            if rank == 1:
+                model[0].weight.grad.to_local().view(-1)[0] = float("inf")
+        reference_scaler.step(reference_opt)
+        reference_scaler.update()
+        scaler.step(optimizer)
+        scaler.update()
+    full = [p.full_tensor() for p in model.parameters()]
+    return {
+        "max_diff": max(
+            float((p - q).detach().abs().max())
+            for p, q in zip(reference.parameters(), full, strict=True)
+        ),
+        "scales": (reference_scaler.get_scale(), scaler.get_scale()),
+        "skipped": scaler.stats().skipped_steps,
+    }
+
+
+def one_rank_overflows(rank, world, init_file, out_dir):
+    _run(rank, world, init_file, out_dir, _one_rank_overflows)
+
+
+def ddp_matches_single_process(rank, world, init_file, out_dir):
+    _run(rank, world, init_file, out_dir, _ddp_matches_single_process)
+
+
+def fsdp_matches_single_process(rank, world, init_file, out_dir):
+    _run(rank, world, init_file, out_dir, _fsdp_matches_single_process)
