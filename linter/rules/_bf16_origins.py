@@ -75,6 +75,8 @@ def _parameter_position(function: cst.FunctionDef, name: str) -> int | None:
     is_method = bool(positional_params) and positional_params[0].name.value in ("self", "cls")
     for position, param in enumerate(positional_params):
         if param.name.value == name:
+            if is_method and position == 0:
+                return None  # `self` itself: no caller passes it as an argument
             return position - 1 if is_method else position
     if any(param.name.value == name for param in params.kwonly_params):
         return 10**6  # keyword-only: never matched by position
@@ -109,7 +111,7 @@ def keyword(call: cst.Call, name: str) -> cst.Arg | None:
 
 def positional(call: cst.Call, position: int) -> cst.Arg | None:
     args = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return args[position] if position < len(args) else None
+    return args[position] if 0 <= position < len(args) else None
 
 
 class ModuleConstants:

@@ -385,3 +385,23 @@ def test_method_parameter_followed_through_self_calls_and_recursion_terminates()
                 module(x).sum().backward()
     """
     assert lines(source) == [12]
+
+
+def test_self_in_a_method_is_not_a_parameter_to_follow() -> None:
+    source = """\
+    import torch
+
+    class Trainer:
+        def __init__(self, model):
+            self.model = model
+            self.scaler = torch.cuda.amp.GradScaler()
+
+        def create_optimizer(self):
+            self.optimizer = torch.optim.AdamW(self.model.parameters())
+
+        def train_step(self, inputs):
+            self.create_optimizer()
+            self.scaler.step(self.optimizer)
+            self.model.train()
+    """
+    assert lines(source) == []
