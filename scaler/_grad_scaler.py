@@ -682,13 +682,13 @@ class GradScaler:
                 mirror.mark_reported()
                 report_below_one(self._below_one, mirror.scale, mirror.scale >= 1.0, stacklevel=2)
             return mirror.scale
-        if state.scale.device.type == "cpu":  # host memory: reading it waits for nothing
-            host = state.to_host()
-            events = host["counters"][FLOOR_HITS:]
-            if events != host["reported"] and self._below_one != "ignore":
+        if state.scale.device.type == "cpu":  # host memory: plain reads, no ops, no waiting
+            scale = state.scale.tolist()
+            new_events = state.counters.tolist()[FLOOR_HITS:] != state.reported.tolist()
+            if new_events and self._below_one != "ignore":
                 state.mark_reported()
-                report_below_one(self._below_one, host["scale"], host["scale"] >= 1.0, 2)
-            return host["scale"]
+                report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=2)
+            return scale
         if state.scale.device.type != "cuda":
             return None
         if self._peek is None:

@@ -1,0 +1,152 @@
+"""Per-iteration overhead of a loss scaler: none vs torch.amp.GradScaler vs ours, interleaved.
+
+Each configuration has N small parameter tensors (so the scaler's host work, not arithmetic,
+dominates) and times the part of an iteration a scaler changes: fresh gradients are attached as
+``backward()`` leaves them (new tensors, as after ``zero_grad(set_to_none=True)``), then either
+``optimizer.step()`` alone or ``scale(loss)``, ``step`` and ``update``. Forward and backward are
+left out because they are identical in all three variants and only add noise. The variants run
+in one process, in rotating order, repeated; the table shows the median time with no scaler,
+the median *added* time of each scaler (paired per round), their ratio (ours / torch: below 1
+means ours adds less) and the device-to-host syncs per iteration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from scaler import GradScaler
+
+OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]] = {
+    "sgd-foreach": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True),
+    "adam-foreach": lambda p: torch.optim.Adam(p, lr=1e-3, foreach=True),
+    "adam-fused": lambda p: torch.optim.Adam(p, lr=1e-3, fused=True),
+}
+
+
+class _SyncCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+class Workload:
+    """A model of ``n_tensors`` parameters, its optimizer and (optionally) a scaler."""
+
+    def __init__(self, n_tensors: int, optimizer: str, scaler: str) -> None:
+        torch.manual_seed(0)
+        self.params = [torch.nn.Parameter(torch.randn(16) * 0.01) for _ in range(n_tensors)]
+        self.grads = [torch.randn(16) * 0.01 for _ in range(n_tensors)]
+        self.loss = torch.ones(())
+        self.optimizer = OPTIMIZERS[optimizer](self.params)
+        self.monitored = scaler == "ours+monitoring"
+        self.scaler = {
+            "none": None,
+            "torch": lambda: torch.amp.GradScaler("cpu"),
+            "ours": lambda: GradScaler("cpu"),
+            # Issue 4's configuration: the below-one policy, a floor, and per-step monitoring.
+            "ours+monitoring": lambda: GradScaler("cpu", min_scale=1.0, below_one="warn"),
+        }[scaler]
+        self.scaler = self.scaler() if self.scaler else None
+
+    def iteration(self) -> None:
+        for param, grad in zip(self.params, self.grads, strict=True):
+            param.grad = grad.clone()
+        if self.scaler is None:
+            self.optimizer.step()
+            return
+        self.scaler.scale(self.loss)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        if self.monitored:  # what a loop that logs every step would call, all sync-free
+            self.scaler.step_skipped(self.optimizer)
+            self.scaler.peek_scale()
+
+    def time_per_iteration(self, iterations: int) -> float:
+        start = time.perf_counter()
+        for _ in range(iterations):
+            self.iteration()
+        return (time.perf_counter() - start) / iterations
+
+    def syncs_per_iteration(self, iterations: int = 3) -> float:
+        with _SyncCounter() as counter:
+            for _ in range(iterations):
+                self.iteration()
+        return counter.count / iterations
+
+
+def measure(n_tensors: int, optimizer: str, rounds: int, iterations: int) -> dict[str, object]:
+    variants = ("none", "torch", "ours", "ours+monitoring")
+    workloads = {name: Workload(n_tensors, optimizer, name) for name in variants}
+    for workload in workloads.values():  # warm up: lazy state, first-step paths
+        workload.time_per_iteration(3)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(rounds):
+        shift = round_ % len(variants)
+        order = variants[shift:] + variants[:shift]
+        for name in order:
+            samples[name].append(workloads[name].time_per_iteration(iterations))
+    base = statistics.median(samples["none"])
+    # Added time per round against the same round's baseline, then the median.
+    added = {
+        name: statistics.median(s - b for s, b in zip(samples[name], samples["none"], strict=True))
+        for name in variants[1:]
+    }
+    syncs = {name: workloads[name].syncs_per_iteration() for name in variants}
+    return {"base": base, "added": added, "syncs": syncs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: a CI check, not data")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=OPTIMIZERS)
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per case")
+    parser.add_argument("--iterations", type=int, default=10, help="iterations per round")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.rounds, args.iterations = [10], 2, 2
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, CPU, 1 thread; median of {args.rounds} interleaved rounds")
+    header = (
+        f"{'optimizer':<13} {'tensors':>7} {'no scaler':>10} {'torch adds':>11} "
+        f"{'ours adds':>10} {'ours/torch':>10} {'+monitoring':>11} {'mon/torch':>9} "
+        f"{'syncs torch/ours/mon':>20}"
+    )
+    print(header)
+    print("-" * len(header))
+    for optimizer in args.optimizers:
+        for size in args.sizes:
+            result = measure(size, optimizer, args.rounds, args.iterations)
+            added, syncs = result["added"], result["syncs"]
+            torch_added = added["torch"]
+            ratios = {
+                name: added[name] / torch_added if torch_added > 0 else float("nan")
+                for name in ("ours", "ours+monitoring")
+            }
+            sync_columns = "/".join(
+                f"{syncs[name] - syncs['none']:.0f}"
+                for name in ("torch", "ours", "ours+monitoring")
+            )
+            print(
+                f"{optimizer:<13} {size:>7} {result['base'] * 1e6:>8.0f}us "
+                f"{torch_added * 1e6:>9.0f}us {added['ours'] * 1e6:>8.0f}us "
+                f"{ratios['ours']:>10.2f} {added['ours+monitoring'] * 1e6:>9.0f}us "
+                f"{ratios['ours+monitoring']:>9.2f} {sync_columns:>20}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
