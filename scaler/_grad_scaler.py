@@ -102,9 +102,12 @@ class GradScaler:
       costs a sync. Ours never goes below a safety floor (2**-126, or ``min_scale``) whose
       reciprocal is finite, so parameters stay finite; it counts floor hits and steps below 1 on
       the device, and ``below_one="warn"``/``"raise"`` reports the event at the next point the
-      host sees the scale anyway (``get_scale()``, ``state_dict()``, ``check()``). To watch
-      without a sync, read ``stats()`` at your log interval. A scale below 1 means fp16 is the
-      wrong format for this model: train in bf16 or fp32.
+      host sees the scale anyway (``peek_scale()``, ``get_scale()``, ``stats()``,
+      ``state_dict()``, ``check()``). To watch without a sync: log ``peek_scale()`` every step
+      (it never waits), read ``stats()`` (``steps_below_one``, ``floor_hits``) at your log
+      interval, and use ``step_skipped(optimizer)``, a device flag, instead of comparing
+      ``get_scale()`` before and after ``update()``. A scale below 1 means fp16 is the wrong
+      format for this model: train in bf16 or fp32 (``check_fp16_compat`` shows where).
     * **No surprise syncs.** ``scale``, ``unscale_``, ``update`` and all bookkeeping never wait
       for the device; fused Adam/AdamW step with no sync. ``get_scale()`` syncs (as in torch).
     * **Fused SGD with momentum is safe**: torch's fused SGD keeps uninitialised momentum

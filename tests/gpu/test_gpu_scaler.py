@@ -126,3 +126,50 @@ def test_cuda_graph_capture_replays_with_overflows() -> None:
     counters = scaler._state.counters.tolist()
     assert counters[0] == steps_before + 3
     assert counters[1] == 2  # skipped steps: the two overflowing replays
+
+
+def test_peek_scale_never_waits_and_catches_up() -> None:
+    model = make_model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    scaler = GradScaler("cuda", below_one="warn")
+    inputs = 0.1 * torch.randn(8, 16, device="cuda")
+    assert scaler.peek_scale() is None  # no scale yet
+    train_step(model, optimizer, scaler, inputs)
+    scaler.peek_scale()  # starts the pinned copies (allocates pinned memory once)
+    with sync_is_an_error():
+        for step in range(5):
+            train_step(model, optimizer, scaler, inputs, poison=step % 2 == 0)
+            peeked = scaler.peek_scale()
+            assert peeked is None or peeked >= 2.0**13
+    torch.cuda.synchronize()
+    assert scaler.peek_scale() == scaler.get_scale() == 2.0**13
+    # A scale below 1 is reported through the same channel, within a few steps.
+    scaler.update(1.0)
+    train_step(model, optimizer, scaler, inputs, poison=True)
+    torch.cuda.synchronize()
+    with pytest.warns(UserWarning, match="fell below 1"):
+        assert scaler.peek_scale() == 0.5
+
+
+def test_stats_is_one_transfer_and_step_skipped_none() -> None:
+    import warnings
+
+    model = make_model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    scaler = GradScaler("cuda")
+    inputs = 0.1 * torch.randn(8, 16, device="cuda")
+    with sync_is_an_error():
+        train_step(model, optimizer, scaler, inputs, poison=True)
+        skipped = scaler.step_skipped(optimizer)
+        assert skipped.device.type == "cuda"
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stats = scaler.stats()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) == 1
+    assert (stats.steps, stats.skipped_steps, bool(skipped)) == (1, 1, True)
