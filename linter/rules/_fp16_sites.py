@@ -1,0 +1,423 @@
+"""The fp16 switches of one module, and the bf16 model each applies to (AMP002's analysis).
+
+A site counts only when it provably applies to a model with a bf16 origin: the model called
+under the autocast, the model whose optimizer the GradScaler steps, ``Trainer(model=..., args=...)``
+with those arguments, ``accelerator.prepare(model, ...)``, the LightningModule given to ``fit``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter._rule import ModuleContext
+from linter.rules._bf16_origins import (
+    BF16,
+    FP16,
+    Bf16Origin,
+    Bf16Origins,
+    ModuleConstants,
+    keyword,
+    positional,
+    string_value,
+)
+from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
+from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._scaler_receivers import ScalerReceivers
+
+#: autocast context managers, by qualified name.
+AUTOCAST = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.autocast_mode.autocast",
+    }
+)
+#: autocasts whose default dtype is float16 whatever the device argument says.
+CUDA_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+#: Hugging Face argument classes with an ``fp16`` switch (transformers and TRL).
+TRAINING_ARGUMENTS = frozenset(
+    {
+        "TrainingArguments",
+        "Seq2SeqTrainingArguments",
+        "SFTConfig",
+        "DPOConfig",
+        "ORPOConfig",
+        "KTOConfig",
+        "CPOConfig",
+        "GRPOConfig",
+        "RewardConfig",
+    }
+)
+#: Lightning ``precision=`` values that mean fp16.
+LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
+#: Packages whose ``Trainer``/``Fabric`` take Lightning's ``precision=``.
+LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
+#: Methods through which a model is called (``model.generate(...)`` runs ``model``).
+_MODEL_METHODS = frozenset({"forward", "generate", "__call__"})
+
+#: Text a file with a finding must contain: an fp16 switch, and a sign of training.
+_FP16_TEXT = re.compile(
+    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16", re.IGNORECASE
+)
+_TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")
+#: ...and a bf16 origin: a load, a `.bfloat16()`, a checkpoint named to a Trainer, or a `.to(`
+#: cast in a file that spells `bfloat16` (the dtype may sit in a constant).
+_BF16_ORIGIN_TEXT = re.compile(r"from_pretrained|\.bfloat16\s*\(|Trainer\b")
+_CAST_TEXT = re.compile(r"\.to\s*\(")
+
+
+def may_hold_a_finding(source: str) -> bool:
+    """Cheap text test that skips the walk for files that cannot hold a finding."""
+    return (
+        _FP16_TEXT.search(source) is not None
+        and _TRAINING_TEXT.search(source) is not None
+        and (
+            _BF16_ORIGIN_TEXT.search(source) is not None
+            or ("bfloat16" in source and _CAST_TEXT.search(source) is not None)
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Fp16Site:
+    """A place that puts a model into fp16."""
+
+    #: Node reported.
+    node: cst.CSTNode
+    #: What it is, for the message (e.g. ``fp16 autocast``).
+    what: str
+    #: How to train in bf16 instead.
+    fix: str
+    #: The model it applies to (display text) and where that model became bf16.
+    model: str
+    origin: Bf16Origin
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _always_enabled(call: cst.Call) -> bool:
+    """No ``enabled=`` or ``enabled=True``: ``enabled=args.fp16`` is a runtime switch."""
+    enabled = keyword(call, "enabled")
+    return enabled is None or _is_true(enabled.value)
+
+
+def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes under ``node`` in source order."""
+    stack = list(reversed(node.children))
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
+    parent = index.parent.get(node)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        return dotted_name(parent.targets[0].target)
+    return None
+
+
+def _is_receiver(value: cst.BaseExpression, call: cst.Call, bound: str | None) -> bool:
+    """``value`` is the object ``call`` created: the call itself, or the name it was bound to."""
+    return value is call or (bound is not None and dotted_name(value) == bound)
+
+
+class Fp16Sites:
+    """Finds the fp16 sites of one module and the bf16 model each applies to."""
+
+    def __init__(self, context: ModuleContext) -> None:
+        self.context = context
+        self.index = module_index(context)
+        self.aliases = ImportAliases(
+            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
+        )
+        self.origins = Bf16Origins(self.index, self.aliases, ModuleConstants(self.index))
+        self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
+
+    def qualified(self, node: cst.BaseExpression) -> str | None:
+        name = dotted_name(node)
+        return self.aliases.qualify(name) if name is not None else None
+
+    def trains(self) -> bool:
+        """Inference-only code (``.half()`` for generation) is out of scope: no loss scale."""
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "fit", "train"):
+                return True
+            name = dotted_name(func)
+            if name is not None and last_part(name).endswith("Trainer"):
+                return True
+        return False
+
+    def model_in(self, expression: cst.BaseExpression, at: cst.CSTNode):
+        """The first bf16 model mentioned in ``expression`` (``model``, ``model.parameters()``)."""
+        for node in (expression, *_descendants(expression)):
+            if not isinstance(node, cst.Name | cst.Attribute | cst.Call):
+                continue
+            if isinstance(node, cst.Call):
+                origin = self.origins.of_expression(node, at)
+                if origin is not None:
+                    return self.context.module.code_for_node(node), origin
+                continue
+            name = dotted_name(node)
+            while name:
+                origin = self.origins.of_name(name, at)
+                if origin is not None:
+                    return name, origin
+                name = name.rpartition(".")[0]
+        return None
+
+    # -- the sites ---------------------------------------------------------------------------
+
+    def sites(self) -> Iterator[Fp16Site]:
+        if not self.trains():
+            return
+        yield from self._autocasts()
+        yield from self._grad_scalers()
+        yield from self._casts()
+        yield from self._training_arguments()
+        yield from self._accelerators()
+        yield from self._lightning()
+
+    def _autocast_dtype(self, call: cst.Call) -> str | None:
+        name = self.qualified(call.func)
+        if name not in AUTOCAST:
+            return None
+        if not _always_enabled(call):
+            return None
+        dtype = keyword(call, "dtype")
+        if dtype is not None:
+            return self.origins.dtype(dtype.value)
+        if name in CUDA_AUTOCAST:
+            return FP16
+        device = keyword(call, "device_type") or positional(call, 0)
+        device_name = string_value(device.value) if device is not None else None
+        return FP16 if device_name == "cuda" else None
+
+    def _autocasts(self) -> Iterator[Fp16Site]:
+        for with_node in self.index.nodes(cst.With):
+            for item in with_node.items:  # type: ignore[attr-defined]
+                call = item.item
+                if not isinstance(call, cst.Call) or self._autocast_dtype(call) != FP16:
+                    continue
+                found = self._model_run_in(with_node.body)  # type: ignore[attr-defined]
+                if found is not None:
+                    yield Fp16Site(
+                        call,
+                        "fp16 autocast",
+                        "use `dtype=torch.bfloat16` and drop the GradScaler",
+                        *found,
+                    )
+
+    def _model_run_in(self, body: cst.CSTNode):
+        for node in _descendants(body):
+            if not isinstance(node, cst.Call):
+                continue
+            callee = node.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value in _MODEL_METHODS:
+                callee = callee.value
+            for candidate in (callee, *(arg.value for arg in node.args)):
+                if isinstance(candidate, cst.Name | cst.Attribute):
+                    name = dotted_name(candidate)
+                    origin = self.origins.of_name(name, node) if name else None
+                    if origin is not None:
+                        return name, origin
+        return None
+
+    def _bf16_autocast_functions(self) -> set[cst.CSTNode | None]:
+        return {
+            self.index.enclosing_function(call)
+            for call in self.calls
+            if self.qualified(call.func) in AUTOCAST
+            and (dtype := keyword(call, "dtype")) is not None
+            and self.origins.dtype(dtype.value) == BF16
+        }
+
+    def _grad_scalers(self) -> Iterator[Fp16Site]:
+        receivers = ScalerReceivers(self.index, self.aliases)
+        bf16_autocast = None
+        for call in self.calls:
+            if not receivers.is_constructor_call(call):
+                continue
+            scaler = _assigned_name(self.index, call)
+            if scaler is None or not _always_enabled(call):
+                continue
+            if bf16_autocast is None:
+                bf16_autocast = self._bf16_autocast_functions()
+            if self.index.enclosing_function(call) in bf16_autocast:
+                continue  # bf16 compute: the scaler is redundant, not harmful
+            found = self._model_behind_scaler(scaler, call)
+            if found is not None:
+                yield Fp16Site(
+                    call,
+                    "GradScaler (fp16 loss scaling)",
+                    "train with bf16 autocast and no GradScaler",
+                    *found,
+                )
+
+    def _model_behind_scaler(self, scaler: str, at: cst.CSTNode):
+        """The model whose optimizer ``<scaler>.step(optimizer)`` steps."""
+        optimizers = {
+            dotted_name(arg.value)
+            for call in self.calls
+            if isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "step"
+            and dotted_name(call.func.value) == scaler
+            and (arg := positional(call, 0)) is not None
+        }
+        for node in self.index.nodes(cst.Assign):
+            for target in node.targets:  # type: ignore[attr-defined]
+                if dotted_name(target.target) in optimizers:
+                    found = self.model_in(node.value, node)  # type: ignore[attr-defined]
+                    if found is not None:
+                        return found
+        return None
+
+    def _casts(self) -> Iterator[Fp16Site]:
+        for call in self.calls:
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            method = func.attr.value
+            if method == "half" or (method == "to" and self.origins.cast_dtype(call) == FP16):
+                origin = self.origins.of_expression(func.value, call)
+                if origin is not None:
+                    model = dotted_name(func.value) or "the model"
+                    what = "`.half()`" if method == "half" else "`.to(torch.float16)`"
+                    yield Fp16Site(call, what, "keep the model in bf16", model, origin)
+            elif method == "from_pretrained":
+                dtype = self.origins.loading_dtype_arg(call)
+                if dtype is None or self.origins.dtype(dtype.value) != FP16:
+                    continue
+                name = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
+                origin = self.origins.family_origin(name.value if name is not None else None)
+                if origin is not None:
+                    yield Fp16Site(
+                        dtype,
+                        "loading in float16",
+                        "load with `torch_dtype=torch.bfloat16`",
+                        "the model",
+                        origin,
+                    )
+
+    def _trainer_model(self, trainer: cst.Call):
+        model = keyword(trainer, "model") or positional(trainer, 0)
+        if model is None:
+            return None
+        origin = self.origins.family_origin(model.value)  # SFTTrainer(model="google/...")
+        if origin is not None:
+            return string_value(model.value), origin
+        return self.model_in(model.value, trainer)
+
+    def _training_arguments(self) -> Iterator[Fp16Site]:
+        for call in self.calls:
+            name = dotted_name(call.func)
+            if name is None or last_part(name) not in TRAINING_ARGUMENTS:
+                continue
+            fp16 = keyword(call, "fp16")
+            if fp16 is None or not _is_true(fp16.value):
+                continue
+            bound = _assigned_name(self.index, call)
+            for trainer in self.calls:
+                trainer_name = dotted_name(trainer.func)
+                if trainer_name is None or not last_part(trainer_name).endswith("Trainer"):
+                    continue
+                args = keyword(trainer, "args") or positional(trainer, 1)
+                if args is None or not (_is_receiver(args.value, call, bound)):
+                    continue
+                found = self._trainer_model(trainer)
+                if found is not None:
+                    yield Fp16Site(fp16, "`fp16=True`", "use `bf16=True`", *found)
+                    break
+
+    def _accelerators(self) -> Iterator[Fp16Site]:
+        for call in self.calls:
+            name = dotted_name(call.func)
+            if name is None or last_part(name) != "Accelerator":
+                continue
+            precision = keyword(call, "mixed_precision")
+            if precision is None or string_value(precision.value) != "fp16":
+                continue
+            bound = _assigned_name(self.index, call)
+            found = None
+            for prepare in self.calls:
+                func = prepare.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value == "prepare"
+                    and _is_receiver(func.value, call, bound)
+                ):
+                    for arg in prepare.args:
+                        found = found or self.model_in(arg.value, prepare)
+            if found is not None:
+                yield Fp16Site(
+                    precision, '`mixed_precision="fp16"`', 'use `mixed_precision="bf16"`', *found
+                )
+
+    def _lightning(self) -> Iterator[Fp16Site]:
+        classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+        for call in self.calls:
+            name = self.qualified(call.func)
+            if name is None or not name.startswith(LIGHTNING_PACKAGES):
+                continue
+            if last_part(name) not in ("Trainer", "Fabric"):
+                continue
+            precision = keyword(call, "precision")
+            if precision is None:
+                continue
+            value = precision.value
+            text = value.value if isinstance(value, cst.Integer) else string_value(value)
+            if text not in LIGHTNING_FP16:
+                continue
+            bound = _assigned_name(self.index, call)
+            found = None
+            for fit in self.calls:
+                func = fit.func
+                if not (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in ("fit", "setup")
+                    and _is_receiver(func.value, call, bound)
+                ):
+                    continue
+                for arg in fit.args:
+                    found = found or self._lightning_model(arg.value, fit, classes)
+            if found is not None:
+                yield Fp16Site(
+                    precision,
+                    f"`precision={self.context.module.code_for_node(value)}`",
+                    'use `precision="bf16-mixed"`',
+                    *found,
+                )
+
+    def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
+        """A bf16 model held by the LightningModule passed to ``fit``, or passed to it."""
+        found = self.model_in(value, at)
+        if found is not None:
+            return found
+        if isinstance(value, cst.Name):
+            name = value.value
+            for node in self.index.nodes(cst.Assign):
+                if any(dotted_name(t.target) == name for t in node.targets):  # type: ignore[attr-defined]
+                    value = node.value  # type: ignore[attr-defined]
+        if isinstance(value, cst.Call):
+            cls = classes.get(dotted_name(value.func) or "")
+            if cls is not None:
+                for node in self.index.nodes(cst.Assign):
+                    if self.index.enclosing_class(node) is not cls:
+                        continue
+                    for target in node.targets:  # type: ignore[attr-defined]
+                        name = dotted_name(target.target)
+                        if name and name.startswith("self."):
+                            origin = self.origins.of_name(name, node)
+                            if origin is not None:
+                                return name, origin
+            return self.model_in(value, at)  # LitModule(hf_model): the model passed in
+        return None
