@@ -228,6 +228,8 @@ class Bf16Origins:
                     cast = self.cast_dtype(node)
                     if cast == BF16:
                         return Bf16Origin(node, "cast to bfloat16")
+                    if cast == FP16:
+                        return None  # the cast is the fp16 site; the result is fp16 already
                     base = self.of_expression(func.value, at)
                     if cast == FP32 and base is not None and base.family is None:
                         return None

@@ -405,3 +405,16 @@ def test_self_in_a_method_is_not_a_parameter_to_follow() -> None:
             self.model.train()
     """
     assert lines(source) == []
+
+
+@pytest.mark.parametrize("cast", ["model.half()", "model.to(torch.float16)"])
+def test_the_fp16_cast_is_reported_once_not_again_at_the_autocast(cast: str) -> None:
+    source = f"""\
+import torch
+from transformers import AutoModel
+model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+model = {cast}
+with torch.autocast("cuda", dtype=torch.float16):
+    model(x).sum().backward()
+"""
+    assert lines(source) == [4]
