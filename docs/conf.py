@@ -22,6 +22,7 @@ copyright = "the ampscale developers"
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
+    "google_args",
     "matplotlib.sphinxext.plot_directive",
     "finfo_table",
     "cli_reference",
