@@ -60,6 +60,9 @@ MODEL_WRAPPERS = frozenset(
     }
 )
 
+#: Module methods that cast in place (as statements they change what the name holds).
+_IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
+
 #: Methods that return the same model, dtype unchanged.
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
 
@@ -339,7 +342,7 @@ class Bf16Origins:
 
     def _collect(self) -> None:
         events: list[cst.CSTNode] = list(self._index.nodes(cst.Assign))
-        # In-place casts of a module: `model.to(torch.bfloat16)` / `model.bfloat16()` as statements.
+        # In-place casts of a module as statements: `model.to(torch.bfloat16)`, `model.half()`.
         events += [
             call
             for call in self._index.nodes(cst.Call)
@@ -350,10 +353,9 @@ class Bf16Origins:
         for node in events:
             if isinstance(node, cst.Call):
                 func = node.func
-                if func.attr.value == "bfloat16" or (  # type: ignore[attr-defined]
-                    func.attr.value == "to" and self.cast_dtype(node) == BF16  # type: ignore[attr-defined]
-                ):
-                    self._bind(func.value, Bf16Origin(node, "cast to bfloat16"), node)  # type: ignore[attr-defined]
+                if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]
+                    # nn.Module casts in place: `model.half()` makes `model` itself fp16.
+                    self._bind(func.value, self.of_expression(node, node), node)  # type: ignore[attr-defined]
                 continue
             value = node.value  # type: ignore[attr-defined]
             for target in (t.target for t in node.targets):  # type: ignore[attr-defined]

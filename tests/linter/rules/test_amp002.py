@@ -418,3 +418,25 @@ with torch.autocast("cuda", dtype=torch.float16):
     model(x).sum().backward()
 """
     assert lines(source) == [4]
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("model.half()", [4]),
+        ("model.to(torch.float16)", [4]),
+        ("model.float()", []),
+        ("model.to('cuda')", [5]),
+        ("model.bfloat16()", [5]),
+    ],
+)
+def test_in_place_casts_change_what_the_name_holds(statement: str, expected: list[int]) -> None:
+    source = f"""\
+import torch
+from transformers import AutoModel
+model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+{statement}
+with torch.autocast("cuda", dtype=torch.float16):
+    model(x).sum().backward()
+"""
+    assert lines(source) == expected
