@@ -122,13 +122,16 @@ def _ddp_matches_single_process(rank: int, world: int) -> dict:
 
 def _fsdp_matches_single_process(rank: int, world: int) -> dict:
     """FSDP2 (fully_shard) over two ranks vs one process accumulating the two half batches."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    # An explicit CPU mesh: on a machine with CUDA, fully_shard would otherwise move to the GPU.
+    mesh = init_device_mesh("cpu", (world,))
     reference = _model()
     model = copy.deepcopy(reference)
     for layer in (model[0], model[2]):
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     reference_scaler = GradScaler("cpu")
     scaler = GradScaler("cpu", process_group=dist.group.WORLD)
     reference_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
