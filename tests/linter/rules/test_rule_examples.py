@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rule_runner import run_rule
 
 from linter._rule import Rule
 from linter.rules import ALL_RULES
@@ -17,8 +16,8 @@ CASES = [
 
 
 @pytest.mark.parametrize(("rule", "example"), CASES)
-def test_example_reports_exactly_its_lines(rule: type[Rule], example) -> None:
-    lines = tuple(line for line, _column, _message in run_rule(rule, example.code))
+def test_example_reports_exactly_its_lines(lint, rule: type[Rule], example) -> None:
+    lines = tuple(line for line, _column, _message in lint(rule, example.code))
     assert lines == example.lines
 
 
