@@ -242,24 +242,21 @@ def _update_with_hysteresis(
     with that rule an overflow on every other step never backs off and half the steps are skipped
     forever. ``hysteresis=1`` is exactly torch's rule.
     """
-    scale = state.scale
     found = found_inf != 0
-    budget = torch.where(found, state.hysteresis_tracker - 1, state.hysteresis_tracker)
+    budget = state.hysteresis_tracker - found.int()
     back_off = found & (budget <= 0)
-    successful = torch.where(found, 0, state.growth_tracker + 1)
-    grow = successful == growth_interval
-    # Products in fp64 rounded to fp32, as torch's kernel does (an fp32 tensor times a Python
-    # float would round the factor to fp32 first and differ in the last bit for, say, 1.1).
-    wide = scale.double()
-    grown = (wide * growth_factor).float()
-    new_scale = torch.where(
-        back_off,
-        (wide * backoff_factor).float(),
-        torch.where(grow & torch.isfinite(grown), grown, scale),
+    # torch's kernel does the arithmetic (fp32 rounding and the finite-growth check included).
+    # An absorbed overflow must not count as a clean step there: its tracker starts at -2, so
+    # the kernel's +1 gives -1 (never the interval, so no growth), clamped back to 0 below.
+    tracker = state.growth_tracker
+    tracker.masked_fill_(found ^ back_off, -2)
+    torch._amp_update_scale_(
+        state.scale, tracker, back_off.float(), growth_factor, backoff_factor, growth_interval
     )
-    state.growth_tracker.copy_(torch.where(grow, 0, successful))
-    state.hysteresis_tracker.copy_(torch.where(grow, hysteresis, budget.clamp(min=0)))
-    scale.copy_(new_scale)
+    tracker.clamp_(min=0)
+    grew = (tracker == 0) > found  # a clean step that reset the tracker: the scale grew
+    budget.masked_fill_(grew, hysteresis)
+    torch.clamp(budget, min=0, out=state.hysteresis_tracker)
 
 
 def update_scale_(
