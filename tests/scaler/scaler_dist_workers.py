@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from scaler_harness import SyncCounter
 
 from scaler import GradScaler
 
@@ -59,7 +60,7 @@ def _one_rank_overflows(rank: int, world: int) -> dict:
         model = _model()
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused, foreach=not fused)
         scaler = make_scaler()
-        scales, skipped, weights = [], [], []
+        scales, skipped, weights, syncs = [], [], [], []
         for step in range(STEPS):
             optimizer.zero_grad()
             inputs, target = _batch(step)
@@ -67,14 +68,15 @@ def _one_rank_overflows(rank: int, world: int) -> dict:
             if rank == 1 and step == POISONED_STEP:
                 model[0].weight.grad.view(-1)[0] = float("inf")
             before = [p.detach().clone() for p in model.parameters()]
-            scaler.step(optimizer)
-            skipped.append(
-                all(torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
-            )
-            scaler.update()
+            with SyncCounter() as counter:  # the all-reduce included
+                scaler.step(optimizer)
+                scaler.update()
+            syncs.append(counter.count)
+            after = model.parameters()
+            skipped.append(all(torch.equal(b, p) for b, p in zip(before, after, strict=True)))
             scales.append(scaler.get_scale())
             weights.append(sum(float(p.detach().double().sum()) for p in model.parameters()))
-        result[name] = {"scales": scales, "skipped": skipped, "weights": weights}
+        result[name] = {"scales": scales, "skipped": skipped, "weights": weights, "syncs": syncs}
         if name.startswith("ours"):
             result[name]["stats_skipped"] = scaler.stats().skipped_steps
     return result
