@@ -214,6 +214,7 @@ class GradScaler:
         #: The device state's values on the host while every flag reaches the host (see
         #: ``_host_mirror``); None when the device tensors are the only truth.
         self._mirror: HostMirror | None = None
+        self._inv_scale_cache: tuple[float, torch.Tensor] | None = None
         self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_fresh_optimizer_state)
         self._grad_groups: weakref.WeakKeyDictionary[torch.optim.Optimizer, GradGroups] = (
             weakref.WeakKeyDictionary()
@@ -240,7 +241,11 @@ class GradScaler:
 
     @property
     def _growth_tracker(self) -> torch.Tensor | None:
-        return None if self._state is None else self._state.growth_tracker
+        if self._state is None:
+            return None
+        if self._mirror is not None:
+            self._mirror.flush(self._state)  # the host path writes it lazily
+        return self._state.growth_tracker
 
     def get_growth_factor(self) -> float:
         """The multiplier applied after ``growth_interval`` clean steps."""
@@ -397,10 +402,8 @@ class GradScaler:
         scale = state.scale
         if scale.device.type == "mps":
             inv_scale = scale.reciprocal()
-        elif self._mirror is not None:  # the same value, made in one op from the host's copy
-            inv_scale = torch.full(
-                (), to_fp32(1.0 / self._mirror.scale), dtype=torch.float32, device=scale.device
-            )
+        elif self._mirror is not None:  # the same value, from the host's copy of the scale
+            inv_scale = self._inv_scale_for(self._mirror.scale, scale.device)
         else:
             inv_scale = scale.double().reciprocal().float()
         found_inf = torch.zeros((), dtype=torch.float32, device=scale.device)
@@ -408,6 +411,18 @@ class GradScaler:
             self._unscale_grads_(optimizer, inv_scale, found_inf, False), optimizer_state
         )
         optimizer_state["stage"] = OptState.UNSCALED
+
+    def _inv_scale_for(self, scale: float, device: torch.device) -> torch.Tensor:
+        """``1/scale`` as torch computes it (fp64, rounded to fp32), made once per scale value.
+
+        The tensor is only read (by the unscale kernel), so it can be reused while the scale
+        stays the same, which is most steps.
+        """
+        cached = self._inv_scale_cache
+        if cached is None or cached[0] != scale or cached[1].device != device:
+            inverse = torch.full((), to_fp32(1.0 / scale), dtype=torch.float32, device=device)
+            cached = self._inv_scale_cache = (scale, inverse)
+        return cached[1]
 
     def _check_inf_per_device(self, optimizer: torch.optim.Optimizer) -> dict[torch.device, Any]:
         """Record inf/NaN in the (still scaled) grads without unscaling (fused-optimizer path)."""
@@ -600,6 +615,7 @@ class GradScaler:
                 raise ScalerUsageError("No inf checks were recorded prior to update.")
             mirror = self._mirror
             if mirror is not None and all("found_on_host" in s for s in recorded):
+                previous_scale = mirror.scale
                 mirror.advance(
                     any(s["found_on_host"] for s in recorded),
                     growth_factor=self._growth_factor,
@@ -609,7 +625,7 @@ class GradScaler:
                     floor=self._floor,
                     cap=self._cap,
                 )
-                mirror.write_scale(state, self._hysteresis)
+                mirror.write_scale(state, previous_scale)
                 self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
                 return
             self._hand_over_to_device(state)
@@ -650,8 +666,9 @@ class GradScaler:
         else:
             new_scale = _check_scale("new_scale", new_scale, 0.0, math.inf)
             if self._mirror is not None:
+                previous_scale = self._mirror.scale
                 self._mirror.set_scale(new_scale, self._floor, self._cap)
-                self._mirror.write_scale(state, self._hysteresis)
+                self._mirror.write_scale(state, previous_scale)
                 return
         self._hand_over_to_device(state)
         state.set_scale(new_scale, self._floor, self._cap)
@@ -904,6 +921,7 @@ class GradScaler:
             state["_state"] = None
             state["_mirror"] = None
             state["_peek"] = None
+            state["_inv_scale_cache"] = None
             state["_grad_groups"] = None
             state["_last_found_inf"] = None
             # A process group cannot travel; pass one again to the unpickled scaler's owner.

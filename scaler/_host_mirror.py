@@ -57,7 +57,7 @@ class HostMirror:
     scale_max: float
     #: ``counters[FLOOR_HITS:]`` at the last report of a below-one event.
     reported: list[int]
-    #: Whether the device counters lag behind (they are written only when needed).
+    #: Whether the device trackers and counters lag behind (written only when needed).
     device_counters_stale: bool = False
 
     @classmethod
@@ -141,16 +141,19 @@ class HostMirror:
         self.scale_max = max(self.scale_max, value)
         self.device_counters_stale = True
 
-    def write_scale(self, state: ScaleState, hysteresis: int) -> None:
-        """Copy the scale and trackers to the device: fills, no host-to-device copy, no sync."""
-        state.scale.fill_(self.scale)
-        state.growth_tracker.fill_(self.growth_tracker)
-        if hysteresis != 1:
-            state.hysteresis_tracker.fill_(self.hysteresis_tracker)
+    def write_scale(self, state: ScaleState, previous_scale: float) -> None:
+        """Copy the scale to the device when it changed (a fill: no copy, no sync).
+
+        The trackers and counters are written only by ``flush()``, when the device needs them.
+        """
+        if self.scale != previous_scale:
+            state.scale.fill_(self.scale)
 
     def flush(self, state: ScaleState) -> None:
-        """Bring the device counters up to date (before the device takes over)."""
+        """Bring the device trackers and counters up to date (before the device reads them)."""
         if self.device_counters_stale:
+            state.growth_tracker.fill_(self.growth_tracker)
+            state.hysteresis_tracker.fill_(self.hysteresis_tracker)
             state.set_counters(self.counters)
             state.set_scale_range(self.scale_min, self.scale_max)
             state.set_reported(self.reported)

@@ -68,6 +68,8 @@ def test_host_path_and_device_path_agree_and_hand_over(options: dict) -> None:
     train(device_model, device_opt, device_scaler, 8, poison_at)
     assert host_scaler._mirror is not None
     assert device_scaler._mirror is None
+    # The host path writes the device trackers lazily; torch's attribute still reads true.
+    assert host_scaler._growth_tracker.item() == device_scaler._growth_tracker.item() == 2
     assert host_scaler.stats() == device_scaler.stats()
     assert host_scaler.state_dict() == device_scaler.state_dict()
     # Now the host-path scaler meets a fused optimizer: the device takes over.
