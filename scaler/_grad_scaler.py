@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
-import numbers
 import warnings
 import weakref
 from collections import abc, defaultdict
@@ -34,19 +33,20 @@ from scaler._scale_update import (
     ScaleState,
 )
 from scaler._stats import ScalerStats
+from scaler._validation import (
+    HYSTERESIS_KEY,
+    STATS_KEY,
+    check_backoff_factor,
+    check_bounds,
+    check_growth_factor,
+    check_growth_interval,
+    check_scale,
+    fresh_stats,
+    is_int,
+    validate_state_dict,
+)
 
 __all__ = ["GradScaler", "OptState"]
-
-#: The keys of torch's state dict; ours adds underscore keys that torch's loader ignores.
-TORCH_STATE_KEYS = (
-    "scale",
-    "growth_factor",
-    "backoff_factor",
-    "growth_interval",
-    "_growth_tracker",
-)
-_HYSTERESIS_KEY = "_hysteresis_tracker"
-_STATS_KEY = "_ampscale_stats"
 
 _NO_SCALE_FIX = (
     "This may indicate your script did not use scaler.scale(loss or outputs) earlier in the "
@@ -76,14 +76,6 @@ def _step_takes_grad_scaler(optimizer: torch.optim.Optimizer) -> bool:
 
 def _cuda_definitely_unavailable() -> bool:
     return not torch.cuda.is_available() and importlib.util.find_spec("torch_xla") is None
-
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 class GradScaler:
@@ -173,8 +165,8 @@ class GradScaler:
             raise ScalerArgumentError(f"enabled must be a bool, got {enabled!r}")
         self._device = device
         self._enabled = enabled
-        self._min_scale, self._max_scale = _check_bounds(min_scale, max_scale)
-        if not _is_int(hysteresis) or hysteresis < 1:
+        self._min_scale, self._max_scale = check_bounds(min_scale, max_scale)
+        if not is_int(hysteresis) or hysteresis < 1:
             raise ScalerArgumentError(f"hysteresis must be an int >= 1, got {hysteresis!r}")
         if below_one not in BELOW_ONE_POLICIES:
             raise ScalerArgumentError(
@@ -196,10 +188,10 @@ class GradScaler:
             self._enabled = False
         if not self._enabled:
             return
-        _check_growth_factor(growth_factor)
-        _check_backoff_factor(backoff_factor)
-        _check_growth_interval(growth_interval)
-        self._init_scale = _check_scale("init_scale", init_scale, self._floor, self._cap)
+        check_growth_factor(growth_factor)
+        check_backoff_factor(backoff_factor)
+        check_growth_interval(growth_interval)
+        self._init_scale = check_scale("init_scale", init_scale, self._floor, self._cap)
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
         self._growth_interval = int(growth_interval)
@@ -253,7 +245,7 @@ class GradScaler:
 
     def set_growth_factor(self, new_factor: float) -> None:
         """Set the growth multiplier (> 1)."""
-        _check_growth_factor(new_factor, name="new_factor")
+        check_growth_factor(new_factor, name="new_factor")
         self._growth_factor = float(new_factor)
 
     def get_backoff_factor(self) -> float:
@@ -262,7 +254,7 @@ class GradScaler:
 
     def set_backoff_factor(self, new_factor: float) -> None:
         """Set the backoff multiplier (in (0, 1))."""
-        _check_backoff_factor(new_factor, name="new_factor")
+        check_backoff_factor(new_factor, name="new_factor")
         self._backoff_factor = float(new_factor)
 
     def get_growth_interval(self) -> int:
@@ -271,7 +263,7 @@ class GradScaler:
 
     def set_growth_interval(self, new_interval: int) -> None:
         """Set the growth interval (an int >= 1)."""
-        _check_growth_interval(new_interval, name="new_interval")
+        check_growth_interval(new_interval, name="new_interval")
         self._growth_interval = int(new_interval)
 
     def is_enabled(self) -> bool:
@@ -288,7 +280,7 @@ class GradScaler:
             self._init_hysteresis_tracker,
             floor=self._floor,
         )
-        stats = self._init_stats or _fresh_stats(self._init_scale)
+        stats = self._init_stats or fresh_stats(self._init_scale)
         if self._init_stats is not None:
             state.set_counters(stats["counters"])
             state.set_scale_range(*stats["scale_range"])
@@ -664,7 +656,7 @@ class GradScaler:
             ):
                 raise ScalerArgumentError(reason)
         else:
-            new_scale = _check_scale("new_scale", new_scale, 0.0, math.inf)
+            new_scale = check_scale("new_scale", new_scale, 0.0, math.inf)
             if self._mirror is not None:
                 previous_scale = self._mirror.scale
                 self._mirror.set_scale(new_scale, self._floor, self._cap)
@@ -782,7 +774,7 @@ class GradScaler:
             scale, counters, (low, high) = 1.0, [0] * _scale_update.N_COUNTERS, (1.0, 1.0)
         elif self._state is None:
             scale = self._init_scale
-            saved = self._init_stats or _fresh_stats(scale)
+            saved = self._init_stats or fresh_stats(scale)
             counters, (low, high) = saved["counters"], saved["scale_range"]
         else:
             host = self._host_state()
@@ -825,7 +817,7 @@ class GradScaler:
             scale = self._init_scale
             growth_tracker = self._init_growth_tracker
             hysteresis_tracker = self._init_hysteresis_tracker
-            stats = self._init_stats or _fresh_stats(self._init_scale)
+            stats = self._init_stats or fresh_stats(self._init_scale)
         else:
             if self._below_one != "ignore":
                 self._read_scale_and_report(stacklevel=3)
@@ -840,8 +832,8 @@ class GradScaler:
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
             "_growth_tracker": growth_tracker,
-            _HYSTERESIS_KEY: hysteresis_tracker,
-            _STATS_KEY: {
+            HYSTERESIS_KEY: hysteresis_tracker,
+            STATS_KEY: {
                 "counters": list(stats["counters"]),
                 "scale_range": list(stats["scale_range"]),
             },
@@ -877,21 +869,21 @@ class GradScaler:
                 "The source state dict is empty, possibly because it was saved "
                 "from a disabled instance of GradScaler."
             )
-        loaded = _validate_state_dict(state_dict, self._hysteresis)
+        loaded = validate_state_dict(state_dict, self._hysteresis)
         scale = min(max(loaded["scale"], self._floor), self._cap)
         self._init_scale = scale
         self._growth_factor = loaded["growth_factor"]
         self._backoff_factor = loaded["backoff_factor"]
         self._growth_interval = loaded["growth_interval"]
         self._init_growth_tracker = loaded["_growth_tracker"]
-        self._init_hysteresis_tracker = loaded[_HYSTERESIS_KEY]
-        stats = loaded[_STATS_KEY] or _fresh_stats(scale)
+        self._init_hysteresis_tracker = loaded[HYSTERESIS_KEY]
+        stats = loaded[STATS_KEY] or fresh_stats(scale)
         if self._state is None:
             self._init_stats = stats
             return
         self._state.scale.fill_(scale)
         self._state.growth_tracker.fill_(loaded["_growth_tracker"])
-        self._state.hysteresis_tracker.fill_(loaded[_HYSTERESIS_KEY])
+        self._state.hysteresis_tracker.fill_(loaded[HYSTERESIS_KEY])
         self._state.set_counters(stats["counters"])
         self._state.set_scale_range(*stats["scale_range"])
         self._state.mark_reported()
@@ -899,7 +891,7 @@ class GradScaler:
             {
                 "scale": scale,
                 "growth_tracker": loaded["_growth_tracker"],
-                "hysteresis_tracker": loaded[_HYSTERESIS_KEY],
+                "hysteresis_tracker": loaded[HYSTERESIS_KEY],
                 **stats,
             }
         )
@@ -916,8 +908,8 @@ class GradScaler:
             saved = self.state_dict()
             state["_init_scale"] = saved["scale"]
             state["_init_growth_tracker"] = saved["_growth_tracker"]
-            state["_init_hysteresis_tracker"] = saved[_HYSTERESIS_KEY]
-            state["_init_stats"] = saved[_STATS_KEY]
+            state["_init_hysteresis_tracker"] = saved[HYSTERESIS_KEY]
+            state["_init_stats"] = saved[STATS_KEY]
             state["_state"] = None
             state["_mirror"] = None
             state["_peek"] = None
@@ -933,127 +925,3 @@ class GradScaler:
         if self._enabled:
             self._grad_groups = weakref.WeakKeyDictionary()
             self._last_found_inf = weakref.WeakKeyDictionary()
-
-
-# --------------------------------------------------------------------- validation
-
-
-def _check_growth_factor(value: object, name: str = "growth_factor") -> None:
-    if not _is_real(value) or not math.isfinite(value):
-        raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
-    if value <= 1.0:
-        raise ScalerArgumentError(f"The growth factor must be > 1.0 ({name}={value!r}).")
-
-
-def _check_backoff_factor(value: object, name: str = "backoff_factor") -> None:
-    if not _is_real(value) or not math.isfinite(value):
-        raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
-    if value >= 1.0:
-        raise ScalerArgumentError(f"The backoff factor must be < 1.0 ({name}={value!r}).")
-    if value <= 0.0:
-        raise ScalerArgumentError(f"The backoff factor must be > 0.0 ({name}={value!r}).")
-
-
-def _check_growth_interval(value: object, name: str = "growth_interval") -> None:
-    if not _is_int(value) or value < 1:
-        raise ScalerArgumentError(f"{name} must be an int >= 1, got {value!r}")
-
-
-def _check_scale(name: str, value: object, floor: float, cap: float) -> float:
-    if not _is_real(value) or not math.isfinite(value) or value <= 0:
-        raise ScalerArgumentError(f"{name} must be a positive finite float, got {value!r}")
-    if value < floor or value > cap:
-        raise ScalerArgumentError(
-            f"{name}={value!r} is outside [min_scale, max_scale] = [{floor!r}, {cap!r}]"
-        )
-    return float(value)
-
-
-def _check_bounds(min_scale: object, max_scale: object) -> tuple[float | None, float | None]:
-    for name, value in (("min_scale", min_scale), ("max_scale", max_scale)):
-        if value is not None and (not _is_real(value) or not math.isfinite(value)):
-            raise ScalerArgumentError(f"{name} must be None or a finite float, got {value!r}")
-    if min_scale is not None and min_scale < SAFETY_FLOOR:
-        raise ScalerArgumentError(
-            f"min_scale must be >= 2**-126 (the smallest scale whose fp32 reciprocal is "
-            f"finite), got {min_scale!r}"
-        )
-    if max_scale is not None and max_scale < max(min_scale or 0.0, SAFETY_FLOOR):
-        raise ScalerArgumentError(
-            f"max_scale must be >= min_scale and >= 2**-126, got max_scale={max_scale!r}"
-        )
-    return (
-        None if min_scale is None else float(min_scale),
-        None if max_scale is None else float(max_scale),
-    )
-
-
-def _fresh_stats(scale: float) -> dict[str, list]:
-    return {"counters": [0] * _scale_update.N_COUNTERS, "scale_range": [scale, scale]}
-
-
-def _validate_state_dict(state_dict: abc.Mapping, hysteresis: int) -> dict[str, Any]:
-    """Check every entry first, so that a bad dict changes nothing; returns clean values."""
-    missing = [key for key in TORCH_STATE_KEYS if key not in state_dict]
-    if missing:
-        raise ScalerArgumentError(
-            f"state_dict is missing {', '.join(map(repr, missing))}; a GradScaler state dict "
-            f"has {', '.join(map(repr, TORCH_STATE_KEYS))}"
-        )
-    scale = state_dict["scale"]
-    if isinstance(scale, torch.Tensor) and scale.numel() == 1:
-        scale = scale.item()
-    if not _is_real(scale) or not math.isfinite(scale) or scale <= 0:
-        raise ScalerArgumentError(
-            f"state_dict['scale'] must be a positive finite float, got {scale!r}"
-        )
-    _check_growth_factor(state_dict["growth_factor"], "state_dict['growth_factor']")
-    _check_backoff_factor(state_dict["backoff_factor"], "state_dict['backoff_factor']")
-    _check_growth_interval(state_dict["growth_interval"], "state_dict['growth_interval']")
-    growth_tracker = state_dict["_growth_tracker"]
-    if not _is_int(growth_tracker) or growth_tracker < 0:
-        raise ScalerArgumentError(
-            f"state_dict['_growth_tracker'] must be an int >= 0, got {growth_tracker!r}"
-        )
-    hysteresis_tracker = state_dict.get(_HYSTERESIS_KEY, hysteresis)
-    if not _is_int(hysteresis_tracker) or hysteresis_tracker < 0:
-        raise ScalerArgumentError(
-            f"state_dict[{_HYSTERESIS_KEY!r}] must be an int >= 0, got {hysteresis_tracker!r}"
-        )
-    stats = state_dict.get(_STATS_KEY)
-    if stats is not None:
-        stats = _validate_stats(stats)
-    return {
-        "scale": float(scale),
-        "growth_factor": float(state_dict["growth_factor"]),
-        "backoff_factor": float(state_dict["backoff_factor"]),
-        "growth_interval": int(state_dict["growth_interval"]),
-        "_growth_tracker": int(growth_tracker),
-        _HYSTERESIS_KEY: min(int(hysteresis_tracker), hysteresis),
-        _STATS_KEY: stats,
-    }
-
-
-def _validate_stats(stats: object) -> dict[str, list]:
-    where = f"state_dict[{_STATS_KEY!r}]"
-    if not isinstance(stats, abc.Mapping):
-        raise ScalerArgumentError(f"{where} must be a dict, got {type(stats).__name__}")
-    counters = stats.get("counters")
-    scale_range = stats.get("scale_range")
-    if (
-        not isinstance(counters, (list, tuple))
-        or len(counters) != _scale_update.N_COUNTERS
-        or not all(_is_int(v) and v >= 0 for v in counters)
-    ):
-        raise ScalerArgumentError(
-            f"{where}['counters'] must be {_scale_update.N_COUNTERS} ints >= 0, got {counters!r}"
-        )
-    if (
-        not isinstance(scale_range, (list, tuple))
-        or len(scale_range) != 2
-        or not all(_is_real(v) and math.isfinite(v) and v > 0 for v in scale_range)
-    ):
-        raise ScalerArgumentError(
-            f"{where}['scale_range'] must be 2 positive finite floats, got {scale_range!r}"
-        )
-    return {"counters": [int(v) for v in counters], "scale_range": [float(v) for v in scale_range]}
