@@ -43,19 +43,22 @@ class _SyncCounter(TorchDispatchMode):
 class Workload:
     """A model of ``n_tensors`` parameters, its optimizer and (optionally) a scaler."""
 
-    def __init__(self, n_tensors: int, optimizer: str, scaler: str) -> None:
+    def __init__(self, n_tensors: int, optimizer: str, scaler: str, device: str = "cpu") -> None:
         torch.manual_seed(0)
-        self.params = [torch.nn.Parameter(torch.randn(16) * 0.01) for _ in range(n_tensors)]
-        self.grads = [torch.randn(16) * 0.01 for _ in range(n_tensors)]
-        self.loss = torch.ones(())
+        self.device = torch.device(device)
+        self.params = [
+            torch.nn.Parameter(torch.randn(16, device=device) * 0.01) for _ in range(n_tensors)
+        ]
+        self.grads = [torch.randn(16, device=device) * 0.01 for _ in range(n_tensors)]
+        self.loss = torch.ones((), device=device)
         self.optimizer = OPTIMIZERS[optimizer](self.params)
         self.monitored = scaler == "ours+monitoring"
         self.scaler = {
             "none": None,
-            "torch": lambda: torch.amp.GradScaler("cpu"),
-            "ours": lambda: GradScaler("cpu"),
+            "torch": lambda: torch.amp.GradScaler(device),
+            "ours": lambda: GradScaler(device),
             # Issue 4's configuration: the below-one policy, a floor, and per-step monitoring.
-            "ours+monitoring": lambda: GradScaler("cpu", min_scale=1.0, below_one="warn"),
+            "ours+monitoring": lambda: GradScaler(device, min_scale=1.0, below_one="warn"),
         }[scaler]
         self.scaler = self.scaler() if self.scaler else None
 
@@ -73,10 +76,17 @@ class Workload:
             self.scaler.peek_scale()
 
     def time_per_iteration(self, iterations: int) -> float:
+        self._wait_for_device()
         start = time.perf_counter()
         for _ in range(iterations):
             self.iteration()
+        self._wait_for_device()
         return (time.perf_counter() - start) / iterations
+
+    def _wait_for_device(self) -> None:
+        # On CUDA, time whole iterations including the queued kernels, not just their launch.
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def syncs_per_iteration(self, iterations: int = 3) -> float:
         with _SyncCounter() as counter:
@@ -85,9 +95,11 @@ class Workload:
         return counter.count / iterations
 
 
-def measure(n_tensors: int, optimizer: str, rounds: int, iterations: int) -> dict[str, object]:
+def measure(
+    n_tensors: int, optimizer: str, rounds: int, iterations: int, device: str = "cpu"
+) -> dict[str, object]:
     variants = ("none", "torch", "ours", "ours+monitoring")
-    workloads = {name: Workload(n_tensors, optimizer, name) for name in variants}
+    workloads = {name: Workload(n_tensors, optimizer, name, device) for name in variants}
     for workload in workloads.values():  # warm up: lazy state, first-step paths
         workload.time_per_iteration(3)
     samples: dict[str, list[float]] = {name: [] for name in variants}
@@ -113,11 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=OPTIMIZERS)
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per case")
     parser.add_argument("--iterations", type=int, default=10, help="iterations per round")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.rounds, args.iterations = [10], 2, 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available")
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, CPU, 1 thread; median of {args.rounds} interleaved rounds")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU, 1 thread"
+    print(f"torch {torch.__version__}, {where}; median of {args.rounds} interleaved rounds")
     header = (
         f"{'optimizer':<13} {'tensors':>7} {'no scaler':>10} {'torch adds':>11} "
         f"{'ours adds':>10} {'ours/torch':>10} {'+monitoring':>11} {'mon/torch':>9} "
@@ -127,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for optimizer in args.optimizers:
         for size in args.sizes:
-            result = measure(size, optimizer, args.rounds, args.iterations)
+            result = measure(size, optimizer, args.rounds, args.iterations, args.device)
             added, syncs = result["added"], result["syncs"]
             torch_added = added["torch"]
             ratios = {
