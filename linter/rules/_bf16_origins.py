@@ -118,25 +118,45 @@ def positional(call: cst.Call, position: int) -> cst.Arg | None:
 
 
 class ModuleConstants:
-    """Module-level names assigned exactly once, to a literal: ``MODEL_NAME = "google/..."``."""
+    """Names bound once to a value: ``MODEL_NAME = "google/..."`` at module level, or
+    ``checkpoint = "google/mt5-small"`` inside the function that loads it.
+
+    A function-local name counts only when that function assigns it exactly once and to a string
+    literal (so a name rebound in a branch, or computed at run time, stays unresolved).
+    """
 
     def __init__(self, index: ModuleIndex) -> None:
-        counts: dict[str, int] = {}
-        values: dict[str, cst.BaseExpression] = {}
+        self._index = index
+        counts: dict[tuple[cst.CSTNode | None, str], int] = {}
+        values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         for node in index.nodes(cst.Assign):
             for target in node.targets:  # type: ignore[attr-defined]
                 name = dotted_name(target.target)
                 if name is None:
                     continue
-                counts[name] = counts.get(name, 0) + 1
+                # Module-level names are counted over the whole module, as before.
+                counts[(None, name)] = counts.get((None, name), 0) + 1
+                value = node.value  # type: ignore[attr-defined]
                 if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]
-                    values[name] = node.value  # type: ignore[attr-defined]
-        #: name -> value expression, for names bound once at module level.
-        self.values = {name: value for name, value in values.items() if counts[name] == 1}
+                    values[(None, name)] = value
+                    continue
+                function = index.enclosing_function(node)
+                if function is None:
+                    continue
+                key = (function, name)
+                counts[key] = counts.get(key, 0) + 1
+                if isinstance(value, cst.SimpleString | cst.ConcatenatedString):
+                    values[key] = value
+        #: (function or None for the module, name) -> value expression, for names bound once.
+        self.values = {key: value for key, value in values.items() if counts[key] == 1}
 
     def resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(node, cst.Name) and node.value in self.values:
-            return self.values[node.value]
+        if isinstance(node, cst.Name):
+            function = self._index.enclosing_function(node)
+            if function is not None and (function, node.value) in self.values:
+                return self.values[(function, node.value)]
+            if (None, node.value) in self.values:
+                return self.values[(None, node.value)]
         return node
 
 

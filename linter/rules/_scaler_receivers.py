@@ -23,6 +23,7 @@ from linter.rules._module_index import ModuleIndex
 #: Qualified names of the GradScaler constructors (ampscale's own included).
 GRAD_SCALER_CONSTRUCTORS = frozenset(
     {
+        "torch.GradScaler",  # re-exported at the top level since torch 2.3
         "torch.amp.GradScaler",
         "torch.amp.grad_scaler.GradScaler",
         "torch.cuda.amp.GradScaler",
