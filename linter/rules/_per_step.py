@@ -76,6 +76,29 @@ DETECTRON2_PER_STEP_HOOKS = frozenset({"before_step", "after_backward", "after_s
 #: Every hook name that makes a method per-step.
 PER_STEP_HOOKS = LIGHTNING_PER_STEP_HOOKS | HF_PER_STEP_HOOKS | DETECTRON2_PER_STEP_HOOKS
 
+#: MosaicML Composer events that fire on every batch (or every microbatch), from the event
+#: pseudocode at https://docs.mosaicml.com/projects/composer/en/latest/trainer/events.html.
+#: Names as plain as ``batch_end`` count only in a class deriving from a ``...Callback`` or
+#: ``...Algorithm`` base, the two Composer classes whose methods are named after events.
+COMPOSER_PER_STEP_EVENTS = frozenset(
+    {
+        "after_dataloader",
+        "batch_start",
+        "before_train_batch",
+        "before_forward",
+        "after_forward",
+        "before_loss",
+        "after_loss",
+        "before_backward",
+        "after_backward",
+        "after_train_batch",
+        "batch_end",
+    }
+)
+
+#: Base-class name endings that make a method named after a Composer event an event handler.
+_EVENT_HANDLER_BASES = ("Callback", "Algorithm")
+
 #: Method names too common to follow through ``obj.name()`` calls; ``self.name()`` still counts.
 GENERIC_METHOD_NAMES = frozenset(
     {
@@ -258,6 +281,15 @@ def _is_traversal(loop: cst.For | cst.While) -> bool:
     return last_part(name) in TRAVERSED_COLLECTIONS or "scaler" in name.lower()
 
 
+def _derives_from(cls: cst.ClassDef, endings: tuple[str, ...]) -> bool:
+    """True when a base of ``cls`` is named ``...<one of endings>`` (``composer.Callback``)."""
+    for base in cls.bases:
+        name = dotted_name(base.value)
+        if name is not None and last_part(name).endswith(endings):
+            return True
+    return False
+
+
 def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
     """``for epoch in range(epochs)``: its body runs once per epoch, not once per step."""
     header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
@@ -382,7 +414,9 @@ class PerStepAnalysis:
         if cls is None:
             return None
         name = function.name.value
-        if name in PER_STEP_HOOKS:
+        if name in PER_STEP_HOOKS or (
+            name in COMPOSER_PER_STEP_EVENTS and _derives_from(cls, _EVENT_HANDLER_BASES)
+        ):
             return f"in `{name}()`, a hook the training framework calls every step"
         if name == "step" and self._is_optimizer_wrapper(cls):
             return "in an optimizer wrapper's `step()`, which runs every training step"

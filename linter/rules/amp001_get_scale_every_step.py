@@ -98,11 +98,13 @@ class GetScaleEveryStep(Rule):
     function or method that this file calls from a loop (followed through the file's own calls),
     in a framework hook that runs every step (Lightning `training_step`,
     `on_before_optimizer_step`, `on_train_batch_end`...; Hugging Face `TrainerCallback.on_step_end`;
-    detectron2 `after_step`) or in an optimizer wrapper's `step()` (a class deriving from an
-    `...Optimizer`, or one that calls `<scaler>.step(...)`).
+    detectron2 `after_step`; MosaicML Composer `batch_end`, `after_backward`... in a class deriving
+    from a `...Callback` or `...Algorithm`) or in an optimizer wrapper's `step()` (a class deriving
+    from an `...Optimizer`, or one that calls `<scaler>.step(...)`).
 
     The scaler is recognised from the file itself: a name or attribute assigned
-    `torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`, `ShardedGradScaler` or ampscale's
+    `torch.GradScaler`, `torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`, `ShardedGradScaler` or
+    ampscale's
     `GradScaler` under any import alias, a parameter annotated as one, or a wrapper-owned scaler
     (`accelerator.scaler`, `trainer.precision_plugin.scaler`). A zero-argument `get_scale()` is
     also reported on a variable named like a scaler (`scaler`, `grad_scaler`, `self.loss_scaler`)
