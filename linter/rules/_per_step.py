@@ -15,11 +15,17 @@ Guards change the answer only when they make the code periodic or one-off:
   ``scaler is not None``, ``rank == 0``) are configuration and change nothing.
 - ``step == 0`` (a step-like name compared with an integer) runs once.
 - A wall-clock comparison (``time.time() - last_log > 30``) is periodic.
+- A non-finite check (``if torch.isnan(grad_norm):``, ``if not torch.isfinite(loss).all():``,
+  alone or and-ed with a flag) guards an error path that runs on the rare overflow steps only;
+  the ``else`` of ``if torch.isfinite(...)`` likewise.
 - A loop over epochs (``for epoch in range(cfg.epochs)``) runs its own body once per epoch;
   only loops nested in it are per-step. So does any loop or function that holds, in a nested
   loop, the ``<scaler>.step()``/``update()`` calls: the steps happen in that inner loop, and a
   read beside it (``train()`` reading the scale after its loop, called once per fold) is not
   per-step.
+- A loop counts epochs when its target or the bounds of the ``range`` it counts say so
+  (``for epoch in ...``, ``range(num_epochs)``); the name of what it walks does not
+  (``for batch in tepoch``, a tqdm bar over one epoch's batches, is a step loop).
 - A loop over a collection (``.items()``, ``.parameters()``, ``param_groups``, scalers) is not a
   step loop; the loop around it decides.
 - An early ``return``/``continue``/``break`` under a periodic test (``if step % n != 0: return``,
@@ -163,6 +169,12 @@ TRAVERSED_COLLECTIONS = frozenset(
     }
 )
 
+#: Tests true on a non-finite value; code under them runs on the rare overflow/NaN steps only.
+_NON_FINITE_TESTS = frozenset({"isnan", "isinf", "isposinf", "isneginf"})
+
+#: Functions that count a loop's iterations, whose bounds may say "epochs".
+_RANGE_FUNCTIONS = frozenset({"range", "trange"})
+
 #: Wrappers a loop's iterable may sit in: ``enumerate(x.items())``.
 _ITERABLE_WRAPPERS = frozenset({"enumerate", "sorted", "list", "tuple", "reversed", "zip"})
 
@@ -180,7 +192,8 @@ MAX_CALL_DEPTH = 4
 class Guard:
     """How an ``if`` test limits the code under it."""
 
-    #: ``periodic`` (every N steps, or a log/eval/save flag) or ``once`` (``step == 0``).
+    #: ``periodic`` (every N steps, or a log/eval/save flag), ``once`` (``step == 0``) or
+    #: ``rare`` (a non-finite value was found: ``if torch.isnan(grad_norm):``).
     kind: str
     #: True when the test is true on the periodic/once steps (``== 0``), False when inverted.
     fires_when_true: bool
@@ -227,6 +240,9 @@ def classify_guard(test: cst.BaseExpression) -> Guard | None:
         return None
     for _modulo, positive in _modulo_comparisons(test):
         return Guard("periodic", positive)
+    anomaly = _anomaly_polarity(test)
+    if anomaly is not None:
+        return Guard("rare", anomaly)
     positive = True
     expression: cst.BaseExpression = test
     while isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
@@ -246,6 +262,37 @@ def classify_guard(test: cst.BaseExpression) -> Guard | None:
             and STEP_COUNTER.match(last_part(left))
         ):
             return Guard("once", positive)
+    return None
+
+
+def _anomaly_polarity(test: cst.BaseExpression) -> bool | None:
+    """True when ``test`` holds only on a non-finite value (``torch.isnan(g)``,
+    ``not torch.isfinite(loss)``, ``math.isinf(x) and rank == 0``), False when it holds only on
+    finite ones (``torch.isfinite(g).all()``); None when it says neither."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _anomaly_polarity(test.expression)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _anomaly_polarity(test.left), _anomaly_polarity(test.right)
+        if isinstance(test.operator, cst.And):
+            # `isnan(g) and is_main_process` is true only on the non-finite steps.
+            return True if True in (left, right) and False not in (left, right) else None
+        return True if left is True and right is True else None
+    if isinstance(test, cst.Call):
+        func = test.func
+        # `torch.isnan(x).any()`, `torch.isfinite(x).all()`: the reduction keeps the meaning.
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("any", "all")
+            and isinstance(func.value, cst.Call)
+        ):
+            return _anomaly_polarity(func.value)
+        name = dotted_name(func)
+        if name is not None:
+            if last_part(name) in _NON_FINITE_TESTS:
+                return True
+            if last_part(name) == "isfinite":
+                return False
     return None
 
 
@@ -290,9 +337,30 @@ def _derives_from(cls: cst.ClassDef, endings: tuple[str, ...]) -> bool:
     return False
 
 
+def _counted_ranges(iterable: cst.BaseExpression) -> Iterator[cst.Call]:
+    """The ``range(...)``/``trange(...)`` calls in a loop's iterable (``tqdm(range(epochs))``)."""
+    stack: list[cst.CSTNode] = [iterable]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            name = dotted_name(current.func)
+            if name is not None and last_part(name) in _RANGE_FUNCTIONS:
+                yield current
+                continue
+        stack.extend(current.children)
+
+
 def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
-    """``for epoch in range(epochs)``: its body runs once per epoch, not once per step."""
-    header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
+    """``for epoch in range(epochs)``: its body runs once per epoch, not once per step.
+
+    A ``for`` loop says so in its target (``epoch``) or in the bounds of a ``range`` it counts
+    over (``range(num_epochs)``); the name of a collection it walks does not count, because
+    ``with tqdm(loader) as tepoch: for batch in tepoch:`` walks the batches of one epoch.
+    """
+    if isinstance(loop, cst.For):
+        header: tuple[cst.CSTNode, ...] = (loop.target, *_counted_ranges(loop.iter))
+    else:
+        header = (loop.test,)
     return any(
         EPOCH_WORD.search(name) and not NOT_EPOCH_WORD.search(name)
         for part in header

@@ -113,15 +113,17 @@ class GetScaleEveryStep(Rule):
 
     Not reported: a read under a periodic guard (`if step % log_every == 0:`,
     `if self.control.should_log:`, a wall-clock check, an early `return`/`continue` on the off
-    steps), a read that runs once (`if step == 0:`, before or after the loop, in a loop over
-    epochs, in `train()` beside the loop that steps the scaler, `on_train_epoch_end`), a loop over
-    a collection (`.items()`, `.parameters()`, `param_groups`), and HF's `on_log` (it runs every
-    `logging_steps`). A gradient-accumulation guard (`(i + 1) % accum_steps == 0`) and
-    configuration flags (`if args.amp:`, `if scaler is not None:`) still run every step. How a
-    modulo guard is told apart: a name in the test that says accumulation (`accum`, `grad_acc`,
-    `update_freq`, `micro_batch`, `sync_gradients`) makes it per-step; any other modulo
-    (`log_every`, `cfg.log_interval`, a literal `100`, an unfamiliar name) is treated as
-    periodic — a missed report costs less than a false alarm.
+    steps), a read on the error path of a non-finite check (`if torch.isnan(grad_norm):` — it
+    runs on the rare overflow steps only), a read that runs once (`if step == 0:`, before or
+    after the loop, in a loop over epochs, in `train()` beside the loop that steps the scaler,
+    `on_train_epoch_end`), a loop over a collection (`.items()`, `.parameters()`,
+    `param_groups`), and HF's `on_log` (it runs every `logging_steps`). A gradient-accumulation
+    guard (`(i + 1) % accum_steps == 0`) and configuration flags (`if args.amp:`,
+    `if scaler is not None:`) still run every step. How a modulo guard is told apart: a name in
+    the test that says accumulation (`accum`, `grad_acc`, `update_freq`, `micro_batch`,
+    `sync_gradients`) makes it per-step; any other modulo (`log_every`, `cfg.log_interval`, a
+    literal `100`, an unfamiliar name) is treated as periodic — a missed report costs less than
+    a false alarm.
 
     ## Why is this bad?
     The scale lives on the GPU. Reading it is a device-to-host copy: the CPU waits until every
