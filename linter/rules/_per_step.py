@@ -20,7 +20,9 @@ Guards change the answer only when they make the code periodic or one-off:
   the ``else`` of ``if torch.isfinite(...)`` likewise.
 - A loop over epochs (``for epoch in range(cfg.epochs)``) runs its own body once per epoch;
   only loops nested in it are per-step. So does any loop or function that holds, in a nested
-  loop, the ``<scaler>.step()``/``update()`` calls: the steps happen in that inner loop, and a
+  loop, the ``<scaler>.step()``/``update()`` calls or a call of a function of this module that
+  makes them (``for _ in range(ppo_epochs): run_update(...)``): the steps happen in that inner
+  loop, and a
   read beside it (``train()`` reading the scale after its loop, called once per fold) is not
   per-step.
 - A loop counts epochs when its target or the bounds of the ``range`` it counts say so
@@ -382,6 +384,7 @@ class PerStepAnalysis:
         #: Decides whether a Call is ``<scaler>.<one of methods>(...)``.
         self._is_scaler_call = is_scaler_call
         self._updates: list[cst.CSTNode] | None = None
+        self._points: list[cst.CSTNode] | None = None
         self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
         self._call_sites: dict[str, list[cst.Call]] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
@@ -445,9 +448,11 @@ class PerStepAnalysis:
         return found
 
     def _steps_in_nested_loop(self, container: cst.CSTNode, node: cst.CSTNode) -> bool:
-        """True when a loop inside ``container``, not around ``node``, steps the scaler."""
+        """True when a loop inside ``container``, not around ``node``, steps the scaler, itself
+        or through a function of this module that does (``for _ in range(ppo_epochs):
+        run_update(...)`` before a read once per round)."""
         around = set(self._index.ancestors(node))
-        for call in self._scaler_updates():
+        for call in self._step_points():
             for ancestor in self._index.ancestors(call):
                 if ancestor is container or isinstance(ancestor, cst.FunctionDef | cst.Lambda):
                     break
@@ -456,6 +461,26 @@ class PerStepAnalysis:
                         return True
                     break
         return False
+
+    def _step_points(self) -> list[cst.CSTNode]:
+        """``<scaler>.step()``/``update()`` calls, and the calls of this module's functions that
+        make them (followed up to ``MAX_CALL_DEPTH`` callers up)."""
+        if self._points is None:
+            points = list(self._scaler_updates())
+            stepping = {self._index.enclosing_function(call) for call in points} - {None}
+            frontier = set(stepping)
+            for _ in range(MAX_CALL_DEPTH):
+                reached: set[cst.FunctionDef] = set()
+                for function in frontier:
+                    for call in self._calls_to(function):  # type: ignore[arg-type]
+                        points.append(call)
+                        caller = self._index.enclosing_function(call)
+                        if caller is not None and caller not in stepping:
+                            stepping.add(caller)
+                            reached.add(caller)
+                frontier = reached
+            self._points = points
+        return self._points
 
     def _scaler_updates(self) -> list[cst.CSTNode]:
         if self._updates is None:
