@@ -228,16 +228,79 @@ class GradScaler:
 
     @property
     def _scale(self) -> torch.Tensor | None:
-        """The scale tensor, or None before the first ``scale()`` (torch's attribute)."""
+        """The scale tensor, or None before the first ``scale()`` (torch's attribute).
+
+        Third-party code reads it and writes it in place, as in torch, and assigns it (MMEngine
+        copies one scaler's scale into another's): assignment copies the value into our tensor,
+        where torch's would alias the assigned tensor.
+        """
         return None if self._state is None else self._state.scale
+
+    @_scale.setter
+    def _scale(self, value: torch.Tensor | float) -> None:
+        # Copied into our tensor (fused optimizers and a captured update hold it), not adopted.
+        state = self._state
+        if state is None and not isinstance(value, torch.Tensor):
+            self._init_scale = check_scale("_scale", value, self._floor, self._cap)
+            return
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ScalerArgumentError(
+                    f"_scale must be a 1-element tensor or a float, got shape {tuple(value.shape)}"
+                )
+            value = value.detach()
+            state = state or self._lazy_init(value.device)
+        else:
+            value = check_scale("_scale", value, 0.0, math.inf)
+        self._hand_over_to_device(state)
+        state.set_scale(value, self._floor, self._cap)
 
     @property
     def _growth_tracker(self) -> torch.Tensor | None:
+        """torch's attribute: consecutive clean steps, an int32 tensor (None before ``scale()``)."""
         if self._state is None:
             return None
-        if self._mirror is not None:
-            self._mirror.flush(self._state)  # the host path writes it lazily
+        mirror = self._live_mirror()
+        if mirror is not None:
+            mirror.flush(self._state)  # the host path writes it lazily
         return self._state.growth_tracker
+
+    @_growth_tracker.setter
+    def _growth_tracker(self, value: torch.Tensor | int) -> None:
+        state = self._state
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ScalerArgumentError(
+                    f"_growth_tracker must be a 1-element tensor or an int, got shape "
+                    f"{tuple(value.shape)}"
+                )
+        elif not is_int(value) or value < 0:
+            raise ScalerArgumentError(f"_growth_tracker must be an int >= 0, got {value!r}")
+        if state is None:
+            if isinstance(value, torch.Tensor):
+                state = self._lazy_init(value.device)
+            else:
+                self._init_growth_tracker = int(value)
+                return
+        self._hand_over_to_device(state)
+        if isinstance(value, torch.Tensor):
+            state.growth_tracker.copy_(value.detach().reshape(()))
+        else:
+            state.growth_tracker.fill_(int(value))
+
+    def _live_mirror(self) -> HostMirror | None:
+        """The host mirror if it still holds the truth; dropped when code outside the scaler
+        wrote the scale or growth tracker in place (seen from version counters, no sync)."""
+        mirror = self._mirror
+        if mirror is None:
+            return None
+        assert self._state is not None
+        scale_written, tracker_written = mirror.written_elsewhere(self._state)
+        if scale_written or tracker_written:
+            mirror.flush(self._state, keep_growth_tracker=tracker_written)
+            self._mirror = None
+            return None
+        return mirror
 
     def get_growth_factor(self) -> float:
         """The multiplier applied after ``growth_interval`` clean steps."""
@@ -294,8 +357,24 @@ class GradScaler:
                 **stats,
             }
         )
+        self._mirror.remember_versions(state)
         self._state = state
         return state
+
+    def _lazy_init_scale_growth_tracker(self, dev: torch.device) -> None:
+        """torch's private initialiser, for subclasses written against torch."""
+        if self._state is not None:
+            raise ScalerUsageError("_growth_tracker initialized before _scale")
+        self._lazy_init(dev)
+
+    def _check_scale_growth_tracker(self, funcname: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """torch's private check, for subclasses written against torch (ShardedGradScaler's
+        pattern): the scale and growth tracker tensors, or torch's error before ``scale()``."""
+        self._require_state(funcname)
+        scale, growth_tracker = self._scale, self._growth_tracker
+        assert scale is not None
+        assert growth_tracker is not None
+        return scale, growth_tracker
 
     def _require_state(self, funcname: str) -> ScaleState:
         if self._state is None:
@@ -392,10 +471,11 @@ class GradScaler:
             raise RuntimeError("unscale_() is being called after step().")
         # The reciprocal in fp64, as torch does, so unscaled gradients are torch's to the bit.
         scale = state.scale
+        mirror = self._live_mirror()
         if scale.device.type == "mps":
             inv_scale = scale.reciprocal()
-        elif self._mirror is not None:  # the same value, from the host's copy of the scale
-            inv_scale = self._inv_scale_for(self._mirror.scale, scale.device)
+        elif mirror is not None:  # the same value, from the host's copy of the scale
+            inv_scale = self._inv_scale_for(mirror.scale, scale.device)
         else:
             inv_scale = scale.double().reciprocal().float()
         found_inf = torch.zeros((), dtype=torch.float32, device=scale.device)
@@ -491,17 +571,33 @@ class GradScaler:
             self.unscale_(optimizer)
         if not optimizer_state["found_inf_per_device"]:
             raise ScalerUsageError("No inf checks were recorded for this optimizer.")
+        self._await_reduce(optimizer_state)
+        retval = self._maybe_opt_step(optimizer, optimizer_state, *args, **kwargs)
+        optimizer_state["stage"] = OptState.STEPPED
+        return retval
+
+    def _maybe_opt_step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        optimizer_state: dict[str, Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """Call ``optimizer.step`` unless an inf was found (the non-fused path).
+
+        torch's hook: subclasses written against torch override it (XLA-style scalers step
+        unconditionally with ``found_inf``); they keep working, with ``update()`` then reading
+        the flags on the device.
+        """
         found_inf = self._combined_found_inf(optimizer_state)
         optimizer_state["found_inf"] = found_inf
         self._last_found_inf[optimizer] = found_inf
         # The one sync a non-fused optimizer needs; update() reuses the value (_host_mirror).
         found = bool(found_inf.item())
         optimizer_state["found_on_host"] = found
-        retval = None
-        if not found:
-            retval = optimizer.step(*args, **kwargs)
-        optimizer_state["stage"] = OptState.STEPPED
-        return retval
+        if found:
+            return None
+        return optimizer.step(*args, **kwargs)
 
     def _fused_step(
         self,
@@ -605,7 +701,7 @@ class GradScaler:
                 self._await_reduce(optimizer_state)
             if not recorded:
                 raise ScalerUsageError("No inf checks were recorded prior to update.")
-            mirror = self._mirror
+            mirror = self._live_mirror()
             if mirror is not None and all("found_on_host" in s for s in recorded):
                 previous_scale = mirror.scale
                 mirror.advance(
@@ -639,9 +735,10 @@ class GradScaler:
 
     def _hand_over_to_device(self, state: ScaleState) -> None:
         """From now on the device tensors are the truth: bring their counters up to date."""
-        if self._mirror is not None:
-            self._mirror.flush(state)
-            self._mirror = None
+        mirror = self._live_mirror()
+        if mirror is not None:
+            mirror.flush(state)
+        self._mirror = None
 
     def _set_scale(self, state: ScaleState, new_scale: float | torch.Tensor) -> None:
         if isinstance(new_scale, torch.Tensor):
@@ -657,10 +754,11 @@ class GradScaler:
                 raise ScalerArgumentError(reason)
         else:
             new_scale = check_scale("new_scale", new_scale, 0.0, math.inf)
-            if self._mirror is not None:
-                previous_scale = self._mirror.scale
-                self._mirror.set_scale(new_scale, self._floor, self._cap)
-                self._mirror.write_scale(state, previous_scale)
+            mirror = self._live_mirror()
+            if mirror is not None:
+                previous_scale = mirror.scale
+                mirror.set_scale(new_scale, self._floor, self._cap)
+                mirror.write_scale(state, previous_scale)
                 return
         self._hand_over_to_device(state)
         state.set_scale(new_scale, self._floor, self._cap)
@@ -686,7 +784,7 @@ class GradScaler:
         state = self._state
         if state is None:
             return None
-        mirror = self._mirror
+        mirror = self._live_mirror()
         if mirror is not None:
             if self._peek is not None:
                 self._peek.reset(mirror.scale)
@@ -736,7 +834,7 @@ class GradScaler:
         assert state is not None
         if self._below_one == "ignore":
             return state.scale.item()
-        mirror = self._mirror
+        mirror = self._live_mirror()
         if mirror is not None:
             scale = state.scale.item()  # equal to mirror.scale; read for torch's semantics
             if mirror.event_pending():
@@ -800,8 +898,9 @@ class GradScaler:
             return 0
         if self._state is None:
             return self._init_growth_tracker
-        if self._mirror is not None:
-            return self._mirror.growth_tracker
+        mirror = self._live_mirror()
+        if mirror is not None:
+            return mirror.growth_tracker
         return int(self._state.growth_tracker.item())
 
     # ----------------------------------------------------------------- state dict and pickling
@@ -843,9 +942,10 @@ class GradScaler:
         """All device state as Python values: from the mirror, or read (and mirrored again)."""
         state = self._state
         assert state is not None
-        mirror = self._mirror
+        mirror = self._live_mirror()
         if mirror is None:
             mirror = self._mirror = HostMirror.from_host(state.to_host())
+            mirror.remember_versions(state)
         return {
             "scale": mirror.scale,
             "growth_tracker": mirror.growth_tracker,
@@ -895,6 +995,7 @@ class GradScaler:
                 **stats,
             }
         )
+        self._mirror.remember_versions(self._state)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -59,6 +59,10 @@ class HostMirror:
     reported: list[int]
     #: Whether the device trackers and counters lag behind (written only when needed).
     device_counters_stale: bool = False
+    #: The version counters of the device scale and growth tracker after our last write. Code
+    #: outside the scaler writes torch's ``_scale``/``_growth_tracker`` in place (clamping the
+    #: scale, copying it between scalers); a changed version shows it without reading the device.
+    versions: tuple[int, int] = (-1, -1)
 
     @classmethod
     def from_host(cls, host: dict) -> HostMirror:
@@ -148,13 +152,32 @@ class HostMirror:
         """
         if self.scale != previous_scale:
             state.scale.fill_(self.scale)
+            self.remember_versions(state)
 
-    def flush(self, state: ScaleState) -> None:
-        """Bring the device trackers and counters up to date (before the device reads them)."""
+    def remember_versions(self, state: ScaleState) -> None:
+        """Record the device tensors' versions as of now, after our own writes."""
+        self.versions = (state.scale._version, state.growth_tracker._version)
+
+    def written_elsewhere(self, state: ScaleState) -> tuple[bool, bool]:
+        """Whether the scale, and the growth tracker, were written since our last write."""
+        scale_version, tracker_version = self.versions
+        return (
+            state.scale._version != scale_version,
+            state.growth_tracker._version != tracker_version,
+        )
+
+    def flush(self, state: ScaleState, keep_growth_tracker: bool = False) -> None:
+        """Bring the device trackers and counters up to date (before the device reads them).
+
+        ``keep_growth_tracker``: the device's growth tracker was written by someone else and is
+        the truth; leave it.
+        """
         if self.device_counters_stale:
-            state.growth_tracker.fill_(self.growth_tracker)
+            if not keep_growth_tracker:
+                state.growth_tracker.fill_(self.growth_tracker)
             state.hysteresis_tracker.fill_(self.hysteresis_tracker)
             state.set_counters(self.counters)
             state.set_scale_range(self.scale_min, self.scale_max)
             state.set_reported(self.reported)
             self.device_counters_stale = False
+            self.remember_versions(state)

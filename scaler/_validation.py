@@ -37,14 +37,14 @@ def check_growth_factor(value: object, name: str = "growth_factor") -> None:
     if not is_real(value) or not math.isfinite(value):
         raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
     if value <= 1.0:
-        raise ScalerArgumentError(f"The growth factor must be > 1.0 ({name}={value!r}).")
+        raise ScalerArgumentError(f"The growth factor must be > 1.0. Got {name}={value!r}.")
 
 
 def check_backoff_factor(value: object, name: str = "backoff_factor") -> None:
     if not is_real(value) or not math.isfinite(value):
         raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
     if value >= 1.0:
-        raise ScalerArgumentError(f"The backoff factor must be < 1.0 ({name}={value!r}).")
+        raise ScalerArgumentError(f"The backoff factor must be < 1.0. Got {name}={value!r}.")
     if value <= 0.0:
         raise ScalerArgumentError(f"The backoff factor must be > 0.0 ({name}={value!r}).")
 
