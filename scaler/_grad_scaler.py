@@ -78,12 +78,14 @@ def _cuda_definitely_unavailable() -> bool:
     return not torch.cuda.is_available() and importlib.util.find_spec("torch_xla") is None
 
 
-class GradScaler:
+class GradScaler(torch.amp.GradScaler):
     """Dynamic loss scaling for fp16 mixed precision; a drop-in for ``torch.amp.GradScaler``.
 
     Same constructor, methods, per-optimizer state machine, errors, state-dict keys and, in the
-    default configuration, the same scale trajectory and parameters as torch. It differs where
-    torch is unsafe or slow:
+    default configuration, the same scale trajectory and parameters as torch. It subclasses
+    torch's class, overriding every method, so that ``isinstance(scaler, torch.amp.GradScaler)``
+    checks in user and framework code (checkpoint loaders, precision plugins) still pass. It
+    differs where torch is unsafe or slow:
 
     * **The scale can fall below 1 — and in torch, to 0.** Every overflow halves the scale. When a
       model overflows fp16 at *any* scale (typically one pretrained in bf16, whose activations

@@ -485,3 +485,21 @@ def test_monitoring_sees_a_scale_written_in_place() -> None:
     assert scaler.stats().scale == 4.0
     assert scaler._get_growth_tracker() == 5
     assert torch_keys(scaler.state_dict())["_growth_tracker"] == 5
+
+
+def test_isinstance_checks_for_torchs_class_pass() -> None:
+    """User code guards checkpoint loading with ``isinstance(scaler, torch.amp.GradScaler)``;
+    a scaler failing it would silently not be restored."""
+    assert isinstance(GradScaler("cpu"), torch.amp.GradScaler)
+    assert isinstance(GradScaler("cpu", enabled=False), torch.amp.GradScaler)
+
+
+def test_every_method_of_torchs_class_is_overridden() -> None:
+    """A method inherited from torch would run torch's code on our state. A torch release that
+    adds one fails here, naming it, until ours implements it."""
+    inherited = [
+        name
+        for name, member in vars(TorchScaler).items()
+        if callable(member) and name not in vars(GradScaler) and name != "__init_subclass__"
+    ]
+    assert inherited == []
