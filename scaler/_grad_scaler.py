@@ -163,10 +163,11 @@ class GradScaler(torch.amp.GradScaler):
             device = device.type
         if not isinstance(device, str):
             raise ScalerArgumentError(f"device must be a device type string, got {device!r}")
-        if not isinstance(enabled, bool):
+        # torch takes any truthy value; 0 and 1 are common (argparse ``type=int`` flags).
+        if not isinstance(enabled, bool) and not (is_int(enabled) and enabled in (0, 1)):
             raise ScalerArgumentError(f"enabled must be a bool, got {enabled!r}")
         self._device = device
-        self._enabled = enabled
+        self._enabled = bool(enabled)
         self._min_scale, self._max_scale = check_bounds(min_scale, max_scale)
         if not is_int(hysteresis) or hysteresis < 1:
             raise ScalerArgumentError(f"hysteresis must be an int >= 1, got {hysteresis!r}")
@@ -209,6 +210,9 @@ class GradScaler(torch.amp.GradScaler):
         #: ``_host_mirror``); None when the device tensors are the only truth.
         self._mirror: HostMirror | None = None
         self._inv_scale_cache: tuple[float, torch.Tensor] | None = None
+        #: The flag ``unscale_``/``_check_inf_per_device`` just made for ``_unscale_grads_``,
+        #: which may write it directly; any other caller's flag is copied first, as in torch.
+        self._own_found_inf: torch.Tensor | None = None
         self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_fresh_optimizer_state)
         self._grad_groups: weakref.WeakKeyDictionary[torch.optim.Optimizer, GradGroups] = (
             weakref.WeakKeyDictionary()
@@ -439,9 +443,12 @@ class GradScaler(torch.amp.GradScaler):
             for device, _, grads in groups.group(optimizer.param_groups, allow_fp16):
                 device_found_inf = found_inf_per_device.get(device)
                 if device_found_inf is None:
-                    # ``found_inf`` itself serves its own device (the caller made it for us);
-                    # other devices get their own flag, as in torch.
-                    if device == found_inf.device:
+                    # Our own fresh flag serves its own device; other devices, and a flag a
+                    # caller passed in (it may reuse it for several optimizers), get copies,
+                    # as in torch.
+                    if device == found_inf.device and found_inf is getattr(
+                        self, "_own_found_inf", None
+                    ):
                         device_found_inf = found_inf
                         device_inv_scale = inv_scale
                     else:
@@ -480,11 +487,24 @@ class GradScaler(torch.amp.GradScaler):
             inv_scale = self._inv_scale_for(mirror.scale, scale.device)
         else:
             inv_scale = scale.double().reciprocal().float()
-        found_inf = torch.zeros((), dtype=torch.float32, device=scale.device)
         optimizer_state["found_inf_per_device"] = self._reduce_found_inf(
-            self._unscale_grads_(optimizer, inv_scale, found_inf, False), optimizer_state
+            self._unscale_with_own_flag(optimizer, inv_scale, scale.device, False),
+            optimizer_state,
         )
         optimizer_state["stage"] = OptState.UNSCALED
+
+    def _unscale_with_own_flag(
+        self,
+        optimizer: torch.optim.Optimizer,
+        inv_scale: torch.Tensor,
+        device: torch.device,
+        allow_fp16: bool,
+    ) -> dict[torch.device, torch.Tensor]:
+        found_inf = self._own_found_inf = torch.zeros((), dtype=torch.float32, device=device)
+        try:
+            return self._unscale_grads_(optimizer, inv_scale, found_inf, allow_fp16)
+        finally:
+            self._own_found_inf = None
 
     def _inv_scale_for(self, scale: float, device: torch.device) -> torch.Tensor:
         """``1/scale`` as torch computes it (fp64, rounded to fp32), made once per scale value.
@@ -502,10 +522,9 @@ class GradScaler(torch.amp.GradScaler):
         """Record inf/NaN in the (still scaled) grads without unscaling (fused-optimizer path)."""
         state = self._require_state("_check_inf_per_device")
         one = state.one  # read only: a 1.0 kept on the device
-        found_inf = torch.zeros((), dtype=torch.float32, device=state.scale.device)
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         optimizer_state["found_inf_per_device"] = self._reduce_found_inf(
-            self._unscale_grads_(optimizer, one, found_inf, True), optimizer_state
+            self._unscale_with_own_flag(optimizer, one, state.scale.device, True), optimizer_state
         )
         return optimizer_state["found_inf_per_device"]
 

@@ -701,3 +701,21 @@ def test_a_state_dict_missing_keys_names_them_all() -> None:
     with pytest.raises(ValueError, match="'growth_factor', 'backoff_factor', 'growth_interval'"):
         scaler.load_state_dict({"scale": 2.0})
     assert scaler.get_scale() == 8.0
+
+
+@pytest.mark.parametrize("enabled", [0, 1])
+def test_enabled_as_an_int_zero_or_one_works_as_in_torch(enabled: int) -> None:
+    def scenario(scaler_class):
+        scaler = scaler_class("cpu", enabled=enabled)
+        model = linear()
+        optimizer = sgd(model)
+        backward(scaler, model)
+        scaler.step(optimizer)
+        scaler.update()
+        return bool(scaler.is_enabled()), scaler.get_scale(), model.weight, scaler.state_dict()
+
+    theirs = scenario(TorchScaler)
+    ours = scenario(GradScaler)
+    assert_same(ours[:3], theirs[:3])
+    assert torch_keys(ours[3]) == theirs[3]
+    assert GradScaler("cpu", enabled=enabled).is_enabled() is bool(enabled)

@@ -503,3 +503,27 @@ def test_every_method_of_torchs_class_is_overridden() -> None:
         if callable(member) and name not in vars(GradScaler) and name != "__init_subclass__"
     ]
     assert inherited == []
+
+
+def test_a_flag_passed_to_unscale_grads_is_not_written() -> None:
+    """torch copies the ``found_inf`` it is given; code that unscales several optimizers
+    through ``_unscale_grads_`` with one zero flag must not see one optimizer's inf in the
+    next one's result."""
+
+    def scenario(scaler_class):
+        scaler = scaler_class("cpu")
+        models = linear(0), linear(1)
+        optimizers = [sgd(model) for model in models]
+        for model in models:
+            backward(scaler, model)
+        models[0].weight.grad[0, 0] = float("inf")
+        flag, inv_scale = torch.zeros(()), torch.tensor(0.5)
+        found = [
+            dict(scaler._unscale_grads_(optimizer, inv_scale, flag, False))
+            for optimizer in optimizers
+        ]
+        return found, flag
+
+    found, flag = assert_same_outcome(scenario)
+    assert flag.item() == 0.0
+    assert [sum(f.values()).item() for f in found] == [1.0, 0.0]
