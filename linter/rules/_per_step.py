@@ -282,14 +282,17 @@ def _anomaly_polarity(test: cst.BaseExpression) -> bool | None:
         return True if left is True and right is True else None
     if isinstance(test, cst.Call):
         func = test.func
-        # `torch.isnan(x).any()`, `torch.isfinite(x).all()`: the reduction keeps the meaning.
+        # `torch.isnan(x).any()`, `torch.isfinite(x).all()`, `.item()`: the meaning is kept.
         if (
             isinstance(func, cst.Attribute)
-            and func.attr.value in ("any", "all")
+            and func.attr.value in ("any", "all", "item")
             and isinstance(func.value, cst.Call)
         ):
             return _anomaly_polarity(func.value)
         name = dotted_name(func)
+        # `bool(torch.isfinite(norm))` likewise.
+        if name == "bool" and len(test.args) == 1:
+            return _anomaly_polarity(test.args[0].value)
         if name is not None:
             if last_part(name) in _NON_FINITE_TESTS:
                 return True

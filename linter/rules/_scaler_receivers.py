@@ -48,8 +48,9 @@ WRAPPER_OWNED_SUFFIXES = (
     "_precision.scaler",
 )
 
-#: Variable/attribute names that hold a scaler by convention (``scaler``, ``self.grad_scaler``...).
-SCALER_LIKE_NAME = re.compile(r"^_*(grad_?|loss_|amp_|fp16_)?scaler$", re.IGNORECASE)
+#: Variable/attribute names that hold a scaler by convention (``scaler``, ``self.grad_scaler``,
+#: ``gradient_scaler``...).
+SCALER_LIKE_NAME = re.compile(r"^_*(grad_?|gradient_|loss_|amp_|fp16_)?scaler$", re.IGNORECASE)
 
 
 def _constructs_a_class(value: cst.BaseExpression) -> bool:
