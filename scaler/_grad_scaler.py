@@ -20,6 +20,7 @@ from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
 from scaler._host_mirror import HostMirror, to_fp32
 from scaler._peek import CudaScalePeek
+from scaler._per_optimizer import PerOptimizer
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
 from scaler._scale_update import (
     FLOOR_HITS,
@@ -214,13 +215,9 @@ class GradScaler(torch.amp.GradScaler):
         #: which may write it directly; any other caller's flag is copied first, as in torch.
         self._own_found_inf: torch.Tensor | None = None
         self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_fresh_optimizer_state)
-        self._grad_groups: weakref.WeakKeyDictionary[torch.optim.Optimizer, GradGroups] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._grad_groups: PerOptimizer[GradGroups] = PerOptimizer()
         #: Each optimizer's found-inf flag of its latest step (for ``step_skipped``).
-        self._last_found_inf: weakref.WeakKeyDictionary[torch.optim.Optimizer, torch.Tensor] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._last_found_inf: PerOptimizer[torch.Tensor] = PerOptimizer()
 
     # ----------------------------------------------------------------- configuration
 
@@ -1045,5 +1042,5 @@ class GradScaler(torch.amp.GradScaler):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self._enabled:
-            self._grad_groups = weakref.WeakKeyDictionary()
-            self._last_found_inf = weakref.WeakKeyDictionary()
+            self._grad_groups = PerOptimizer()
+            self._last_found_inf = PerOptimizer()

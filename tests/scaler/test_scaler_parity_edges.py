@@ -719,3 +719,92 @@ def test_enabled_as_an_int_zero_or_one_works_as_in_torch(enabled: int) -> None:
     assert_same(ours[:3], theirs[:3])
     assert torch_keys(ours[3]) == theirs[3]
     assert GradScaler("cpu", enabled=enabled).is_enabled() is bool(enabled)
+
+
+# ----------------------------------------------------------------- optimizers torch accepts
+
+
+class _ComparableSGD(torch.optim.SGD):
+    """Defining ``__eq__`` makes instances unhashable, which torch's ``id()`` keys tolerate."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class _DuckOptimizer:
+    """Not a ``torch.optim.Optimizer``, with ``__slots__``: no weak references, no ``__dict__``."""
+
+    __slots__ = ("param_groups", "state")
+
+    def __init__(self, params) -> None:
+        self.param_groups = [{"params": list(params)}]
+        self.state: dict = {}
+
+    def step(self) -> str:
+        with torch.no_grad():
+            for param in self.param_groups[0]["params"]:
+                param.add_(param.grad, alpha=-0.1)
+        return "duck stepped"
+
+
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [lambda params: _ComparableSGD(params, lr=0.1), _DuckOptimizer],
+    ids=["unhashable", "duck-typed-slots"],
+)
+def test_optimizers_that_cannot_be_weakly_keyed(make_optimizer) -> None:
+    def scenario(scaler_class):
+        model = linear()
+        optimizer = make_optimizer(model.parameters())
+        scaler = scaler_class("cpu")
+        returned = []
+        for step in range(3):
+            for param in model.parameters():
+                param.grad = None
+            backward(scaler, model, step)
+            if step == 1:
+                model.bias.grad[0] = float("inf")
+            returned.append(scaler.step(optimizer))
+            scaler.update()
+        return returned, model.weight, scaler.get_scale()
+
+    assert_same_outcome(scenario)
+    model = linear()
+    optimizer = make_optimizer(model.parameters())
+    scaler = GradScaler("cpu")
+    backward(scaler, model)
+    scaler.step(optimizer)
+    assert not scaler.step_skipped(optimizer)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_step_patched_on_the_instance_sees_skips_like_accelerate(fused: bool) -> None:
+    """accelerate replaces ``optimizer.step`` on the instance with a wrapper that records the
+    call, then calls ``scaler.step(optimizer, closure)``; no call means the step was skipped
+    (a fused optimizer is always called and skips inside its kernel)."""
+
+    def scenario(scaler_class):
+        model = linear()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=fused)
+        scaler = scaler_class("cpu")
+        original = optimizer.step
+        seen = []
+        for step in range(3):
+            called = []
+
+            def patched(*args, called=called, **kwargs):
+                called.append(args)
+                return original(*args, **kwargs)
+
+            optimizer.step = patched
+            optimizer.zero_grad()
+            backward(scaler, model, step)
+            if step == 1:
+                model.weight.grad[0, 0] = float("inf")
+            scaler.step(optimizer, None)
+            scaler.update()
+            optimizer.step = original
+            seen.append((called, scaler.get_scale()))
+        return seen, model.weight
+
+    assert_same_outcome(scenario)
