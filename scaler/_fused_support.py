@@ -3,8 +3,9 @@
 Optimizers that set ``_step_supports_amp_scaling`` receive the scale and the found-inf flag and
 are expected to unscale and skip inside their own kernel, with no host sync. That is only safe if
 a skipped step leaves every bit of optimizer state as if the step had never been called. When it
-does not, we take the ordinary path for that step: unscale ourselves, read the flag (one sync, as
-for a non-fused optimizer) and call ``step()`` only when the gradients are finite.
+does not, we decide that step on the host: check the gradients, read the flag (one sync, as for
+a non-fused optimizer) and call the fused ``step()`` only when they are finite; its kernel still
+unscales them, so fp16 parameters work as on torch's fused path.
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ class GradScaler(torch.amp.GradScaler):
     * **No surprise syncs.** ``scale``, ``unscale_``, ``update`` and all bookkeeping never wait
       for the device; fused Adam/AdamW step with no sync. ``get_scale()`` syncs (as in torch).
     * **Fused SGD with momentum is safe**: torch's fused SGD keeps uninitialised momentum
-      buffers when its first step is skipped; ours takes the unfused path until they exist.
+      buffers when its first step is skipped; until they exist ours reads the found-inf flag
+      first (one sync) and calls the fused step only for finite gradients.
     * **Faster**: gradients are regrouped by device and dtype only when their layout changes.
 
     Example::
@@ -581,10 +582,9 @@ class GradScaler(torch.amp.GradScaler):
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
-        if getattr(optimizer, "_step_supports_amp_scaling", False) and fused_step_is_safe(
-            optimizer
-        ):
-            return self._fused_step(optimizer, optimizer_state, state, args, kwargs)
+        if getattr(optimizer, "_step_supports_amp_scaling", False):
+            decide_on_host = not fused_step_is_safe(optimizer)
+            return self._fused_step(optimizer, optimizer_state, state, args, kwargs, decide_on_host)
         if optimizer_state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         if not optimizer_state["found_inf_per_device"]:
@@ -624,7 +624,12 @@ class GradScaler(torch.amp.GradScaler):
         state: ScaleState,
         args: tuple,
         kwargs: dict,
+        decide_on_host: bool = False,
     ) -> Any:
+        """torch's fused-optimizer contract; with ``decide_on_host``, for a step whose kernel
+        would not skip cleanly (``_fused_support``), the flag is read first (one sync) and the
+        optimizer is called only for finite gradients, still unscaling them in its kernel (so
+        fp16 parameters work as on torch's fused path)."""
         passes_itself = _step_takes_grad_scaler(optimizer)
         if passes_itself:
             warnings.warn(
@@ -642,6 +647,12 @@ class GradScaler(torch.amp.GradScaler):
             found_inf = self._combined_found_inf(optimizer_state)
             optimizer_state["found_inf"] = found_inf
             self._last_found_inf[optimizer] = found_inf
+            if decide_on_host:
+                found = bool(found_inf.item())
+                optimizer_state["found_on_host"] = found
+                if found:
+                    optimizer_state["stage"] = OptState.STEPPED
+                    return None
             # After unscale_ the grads are already unscaled: keep only a scale the user set.
             if optimizer_state["stage"] is OptState.UNSCALED:
                 grad_scale = getattr(optimizer, "grad_scale", None)

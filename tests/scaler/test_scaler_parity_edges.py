@@ -808,3 +808,25 @@ def test_a_step_patched_on_the_instance_sees_skips_like_accelerate(fused: bool) 
         return seen, model.weight
 
     assert_same_outcome(scenario)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_sgd_with_momentum_matches_torch_when_no_first_step_is_skipped(dtype) -> None:
+    """Until its momentum buffers exist ours decides fused SGD's step on the host (torch's
+    kernel mishandles a skipped first step); the step it does take is torch's fused step, bit
+    for bit, and fp16 parameters (which ``unscale_`` refuses) work as in torch."""
+
+    def scenario(scaler_class):
+        model = linear(dtype=dtype)
+        optimizer = sgd(model, momentum=0.9, fused=True)
+        scaler = scaler_class("cpu", 2.0**4)
+        for step in range(4):
+            optimizer.zero_grad()
+            backward(scaler, model, step)
+            if step == 2:
+                model.weight.grad[1, 0] = float("inf")
+            scaler.step(optimizer)
+            scaler.update()
+        return list(model.parameters()), optimizer.state[model.weight], scaler.get_scale()
+
+    assert_same_outcome(scenario)
