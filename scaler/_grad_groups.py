@@ -4,9 +4,10 @@ torch's GradScaler rebuilds a device → dtype → list mapping in a Python loop
 on every step (most of ``unscale_``'s host time). We collect the gradients with one comprehension
 and compare a cheap per-gradient signature (dtype, layout, device index) with last step's; only
 when it differs — a gradient appeared or vanished, changed dtype or device, or became sparse — is
-the grouping rebuilt. Gradients are read afresh every step, so a replaced ``.grad`` (the usual
-``zero_grad(set_to_none=True)``) is always the one unscaled; the cache holds indices, never
-gradient tensors, so it keeps no memory alive.
+the grouping rebuilt. A gradient that changes device type but keeps its index (-1 for both CPU
+and meta) is not noticed; we know of no training loop that does that. Gradients are read afresh
+every step, so a replaced ``.grad`` (the usual ``zero_grad(set_to_none=True)``) is always the one
+unscaled; the cache holds indices, never gradient tensors, so it keeps no memory alive.
 """
 
 from __future__ import annotations
@@ -63,14 +64,12 @@ class GradGroups:
         kinds: list[tuple[torch.dtype, torch.layout]],
         devices: list[int],
     ) -> None:
-        split: dict[tuple[int, torch.dtype], tuple[torch.device, list[int]]] = {}
-        for i, ((dtype, _), device_index) in enumerate(zip(kinds, devices, strict=True)):
-            entry = split.get((device_index, dtype))
-            if entry is None:
-                split[(device_index, dtype)] = (grads[i].device, [i])
-            else:
-                entry[1].append(i)
-        self._split = [(device, dtype, indices) for (_, dtype), (device, indices) in split.items()]
+        # Grouped by the full device: the signature's index alone is -1 for both CPU and meta
+        # (and 0 for cuda:0 and xpu:0), and one kernel call must not mix devices.
+        split: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+        for i, (dtype, _) in enumerate(kinds):
+            split.setdefault((grads[i].device, dtype), []).append(i)
+        self._split = [(device, dtype, indices) for (device, dtype), indices in split.items()]
         self._has_sparse = any(layout is not torch.strided for _, layout in kinds)
         self._kinds = kinds
         self._devices = devices

@@ -830,3 +830,20 @@ def test_fused_sgd_with_momentum_matches_torch_when_no_first_step_is_skipped(dty
         return list(model.parameters()), optimizer.state[model.weight], scaler.get_scale()
 
     assert_same_outcome(scenario)
+
+
+def test_grads_on_devices_sharing_an_index_are_unscaled_per_device() -> None:
+    """CPU and meta tensors both report device index -1; grouping by the index alone once sent
+    both to one kernel call and left the CPU gradients scaled by 2**16."""
+
+    def scenario(scaler_class):
+        on_cpu, on_meta = linear(0), torch.nn.Linear(3, 2, device="meta")
+        optimizer = torch.optim.SGD([*on_cpu.parameters(), *on_meta.parameters()], lr=0.1)
+        scaler = scaler_class("cpu")
+        scaler.scale(on_cpu(torch.ones(4, 3)).sum()).backward()
+        for param in on_meta.parameters():
+            param.grad = torch.ones_like(param)
+        scaler.unscale_(optimizer)
+        return dict(scaler._found_inf_per_device(optimizer)), on_cpu.weight.grad
+
+    assert_same_outcome(scenario)
