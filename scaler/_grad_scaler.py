@@ -564,6 +564,8 @@ class GradScaler(torch.amp.GradScaler):
         scale = self._require_state("step").scale
         self._await_reduce(optimizer_state)
         flags = list(optimizer_state["found_inf_per_device"].values())
+        if not flags:  # a fused optimizer with no gradients this iteration: torch passes 0
+            return torch.zeros((), dtype=torch.float32, device=scale.device)
         combined = _scale_update.combine_found_inf(flags, scale.device)
         return combined.clamp(max=1.0) if len(flags) > 1 else combined
 

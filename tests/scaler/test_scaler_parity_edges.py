@@ -847,3 +847,48 @@ def test_grads_on_devices_sharing_an_index_are_unscaled_per_device() -> None:
         return dict(scaler._found_inf_per_device(optimizer)), on_cpu.weight.grad
 
     assert_same_outcome(scenario)
+
+
+FUSED = {
+    "adam": lambda params: torch.optim.Adam(params, lr=0.1, fused=True),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=0.1, fused=True),
+    "sgd-momentum": lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9, fused=True),
+}
+
+
+@pytest.mark.parametrize("make_optimizer", FUSED.values(), ids=FUSED.keys())
+@pytest.mark.parametrize("unscale_first", [False, True])
+def test_a_fused_optimizer_without_grads_this_iteration(make_optimizer, unscale_first) -> None:
+    """An idle optimizer (a frozen part, the other half of a GAN step) is stepped with nothing
+    to check: torch calls it with ``found_inf`` 0; ours once failed with an IndexError."""
+
+    def scenario(scaler_class):
+        busy, idle = linear(0), linear(1)
+        busy_optimizer, idle_optimizer = sgd(busy), make_optimizer(idle.parameters())
+        scaler = scaler_class("cpu")
+        returned = []
+        for step in range(3):
+            busy_optimizer.zero_grad()
+            backward(scaler, busy, step)
+            if step == 1:
+                busy.weight.grad[0, 0] = float("nan")
+            if unscale_first:
+                scaler.unscale_(idle_optimizer)
+            returned.append(scaler.step(idle_optimizer))
+            returned.append(scaler.step(busy_optimizer))
+            scaler.update()
+        return returned, busy.weight, idle.weight, idle_optimizer.state, scaler.get_scale()
+
+    assert_same_outcome(scenario)
+
+
+def test_only_idle_fused_optimizers_then_update_is_torchs_error() -> None:
+    def scenario(scaler_class):
+        model = linear()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
+        scaler = scaler_class("cpu")
+        scaler.scale(torch.ones(1))
+        scaler.step(optimizer)
+        scaler.update()
+
+    assert assert_same_outcome(scenario) is None
