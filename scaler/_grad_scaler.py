@@ -989,7 +989,7 @@ class GradScaler(torch.amp.GradScaler):
         """Load a state dict from ours or from ``torch.amp.GradScaler``; no-op when disabled.
 
         Everything is validated before anything is applied. A scale below the floor (for
-        example torch's collapsed 0 < scale < 2**-126) is raised to the floor.
+        example a collapsed torch checkpoint, 0 <= scale < 2**-126) is raised to the floor.
         """
         if not self._enabled:
             return

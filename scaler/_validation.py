@@ -98,10 +98,10 @@ def validate_state_dict(state_dict: abc.Mapping, hysteresis: int) -> dict[str, A
     scale = state_dict["scale"]
     if isinstance(scale, torch.Tensor) and scale.numel() == 1:
         scale = scale.item()
-    if not is_real(scale) or not math.isfinite(scale) or scale <= 0:
-        raise ScalerArgumentError(
-            f"state_dict['scale'] must be a positive finite float, got {scale!r}"
-        )
+    # 0.0 is what torch's scale collapses to after ~166 overflows in a row: such a checkpoint
+    # loads, and the caller raises the scale to the floor, so the run can recover.
+    if not is_real(scale) or not math.isfinite(scale) or scale < 0:
+        raise ScalerArgumentError(f"state_dict['scale'] must be a finite float >= 0, got {scale!r}")
     check_growth_factor(state_dict["growth_factor"], "state_dict['growth_factor']")
     check_backoff_factor(state_dict["backoff_factor"], "state_dict['backoff_factor']")
     check_growth_interval(state_dict["growth_interval"], "state_dict['growth_interval']")

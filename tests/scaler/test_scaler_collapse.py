@@ -102,3 +102,22 @@ def test_min_scale_is_a_floor_and_hits_are_counted(min_scale: float) -> None:
     assert min(history) == min_scale
     expected_hits = sum(1 for before in [2.0**16, *history[:-1]] if before * 0.5 < min_scale)
     assert scaler.stats().floor_hits == expected_hits > 0
+
+
+def test_a_collapsed_torch_checkpoint_loads_at_the_floor_and_training_recovers() -> None:
+    collapsed = torch.amp.GradScaler("cpu", growth_interval=1)
+    overflowing_steps(collapsed, 170)
+    state = collapsed.state_dict()
+    assert state["scale"] == 0.0  # torch's own checkpoint of a collapsed run
+
+    ours = GradScaler("cpu", growth_interval=1)
+    ours.load_state_dict(state)
+    assert ours.get_scale() == SAFETY_FLOOR
+    param = torch.nn.Parameter(torch.ones(4))
+    optimizer = torch.optim.SGD([param], lr=0.1)
+    for _ in range(10):
+        ours.scale(torch.ones(()))
+        clean_step(ours, param, optimizer)
+    assert torch.isfinite(param).all()
+    torch.testing.assert_close(param.detach(), torch.zeros(4), rtol=0, atol=1e-6)  # 1 - 10 * 0.1
+    assert ours.get_scale() == SAFETY_FLOOR * 2**10
