@@ -101,7 +101,7 @@ def decode_source(data: bytes) -> str:
 
 def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
     """Lint decoded source with already-configured rule instances."""
-    active = [rule for rule in rules if any(word in text for word in type(rule).triggers)]
+    active = [rule for rule in rules if rule.wants(text)]
     if not active:
         return FileReport(path)
     try:
@@ -208,7 +208,7 @@ def _prefilter(job: Job) -> tuple[FileReport | None, Job | None]:
         text = decode_source(data)
     except SourceError as error:
         return _failed(job.path, str(error), parsed=False), None
-    if any(any(word in text for word in type(rule).triggers) for rule in job.rules):
+    if any(rule.wants(text) for rule in job.rules):
         return None, Job(job.path, job.rules, data)
     return FileReport(job.path), None
 

@@ -94,7 +94,8 @@ class Rule(abc.ABC):
     #: One line for ``--list-rules``.
     summary: ClassVar[str]
     #: Plain substrings; a file that contains none of them is not parsed for this rule (the
-    #: engine's pre-filter, its main speed-up). ``("",)`` runs the rule on every file.
+    #: engine's pre-filter, its main speed-up; see `wants`). ``("",)`` runs the rule on every
+    #: file.
     triggers: ClassVar[tuple[str, ...]]
     #: Snippets the rule must not flag.
     valid: ClassVar[tuple[Example, ...]]
@@ -107,6 +108,15 @@ class Rule(abc.ABC):
         values = {option.name: option.default for option in self.options}
         values.update(settings or {})
         self.settings: Mapping[str, Any] = values
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        """Whether a file with this text may hold a finding; the engine parses only those.
+
+        Parsing is the dominant cost, so a rule whose findings need several words together
+        refines this cheap test. By default: the text contains one of `triggers`.
+        """
+        return any(word in text for word in cls.triggers)
 
     @abc.abstractmethod
     def check(self, context: ModuleContext) -> Iterable[Finding]:

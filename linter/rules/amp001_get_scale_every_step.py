@@ -272,6 +272,15 @@ for i, batch in enumerate(loader):
         ),
     )
 
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        # A quoted "scale" is common in numeric code; the sync needs it next to `state_dict`.
+        return (
+            "get_scale" in text
+            or "._scale" in text
+            or ("state_dict" in text and ('"scale"' in text or "'scale'" in text))
+        )
+
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         if _MAYBE_A_READ.search(context.source) is None:
             return

@@ -142,8 +142,14 @@ trainer.train()
         ),
     )
 
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        # A finding needs an fp16 switch, a sign of training and a bf16 origin together: far
+        # fewer files than those that merely spell `bfloat16`, and only those get parsed.
+        return super().wants(text) and may_hold_a_finding(text)
+
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        if not may_hold_a_finding(context.source):
+        if not may_hold_a_finding(context.source):  # for callers that skip the engine
             return
         analysis = Fp16Sites(context)
         reported: set[cst.CSTNode] = set()

@@ -49,6 +49,28 @@ def test_file_with_trigger_word_is_parsed_even_without_findings() -> None:
     assert report.diagnostics == ()
 
 
+class PrintNextToInput(PrintCall):
+    """A rule whose findings need two words together refines `wants`, and the engine obeys."""
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        return super().wants(text) and "input" in text
+
+
+def test_refined_wants_keeps_a_file_with_one_trigger_word_unparsed() -> None:
+    assert not run("print(1)\ndef broken(:\n", PrintNextToInput).parsed
+    report = run("print(input())\n", PrintNextToInput)
+    assert report.parsed
+    assert [d.code for d in report.diagnostics] == ["TST001"]
+
+
+def test_prefilter_of_a_file_job_uses_wants() -> None:
+    unwanted = engine.Job("m.py", (PrintNextToInput(),), b"print(1)\n")
+    wanted = engine.Job("m.py", (PrintNextToInput(),), b"print(input())\n")
+    assert engine._prefilter(unwanted) == (engine.FileReport("m.py"), None)
+    assert engine._prefilter(wanted)[1] is not None
+
+
 def test_syntax_error_names_line_and_column() -> None:
     report = run("print(1)\nx = (1,\n")
     assert report.diagnostics == ()
