@@ -18,26 +18,14 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from scaler import GradScaler
+from scaler import GradScaler, SyncCounter
 
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]] = {
     "sgd-foreach": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True),
     "adam-foreach": lambda p: torch.optim.Adam(p, lr=1e-3, foreach=True),
     "adam-fused": lambda p: torch.optim.Adam(p, lr=1e-3, fused=True),
 }
-
-
-class _SyncCounter(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 class Workload:
@@ -89,7 +77,7 @@ class Workload:
             torch.cuda.synchronize(self.device)
 
     def syncs_per_iteration(self, iterations: int = 3) -> float:
-        with _SyncCounter() as counter:
+        with SyncCounter() as counter:
             for _ in range(iterations):
                 self.iteration()
         return counter.count / iterations

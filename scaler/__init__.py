@@ -11,6 +11,7 @@ from ._fp16_compat import Fp16CompatReport, Fp16Offender, check_fp16_compat
 from ._grad_scaler import GradScaler, OptState
 from ._policy import ScaleBelowOneError, ScaleBelowOneWarning
 from ._stats import ScalerStats
+from ._sync_counter import SyncCounter
 
 __all__: list[str] = [
     "CheckpointError",
@@ -24,6 +25,7 @@ __all__: list[str] = [
     "ScaleBelowOneWarning",
     "ScalerStats",
     "SkippedFile",
+    "SyncCounter",
     "check_fp16_compat",
     "inspect_checkpoint",
 ]

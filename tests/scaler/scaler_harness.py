@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from scaler import SyncCounter
 
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": lambda params, **kw: torch.optim.SGD(params, lr=0.05, momentum=0.9, **kw),
@@ -54,20 +55,6 @@ def scale_to_overflow(model: torch.nn.Module) -> None:
     """Set every gradient to inf, the way a model that overflows at any scale behaves."""
     for param in model.parameters():
         param.grad = torch.full_like(param, float("inf"))
-
-
-class SyncCounter(TorchDispatchMode):
-    """Counts ``aten._local_scalar_dense``: every device-to-host scalar read (``.item()``,
-    ``bool(t)``, ``float(t)``) goes through it, which on CUDA is a sync."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten._local_scalar_dense.default:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 @contextmanager
