@@ -57,6 +57,23 @@ def scale_to_overflow(model: torch.nn.Module) -> None:
         param.grad = torch.full_like(param, float("inf"))
 
 
+def run_pattern(
+    scaler, pattern: str, read_scale: Callable[[object], float] | None = None
+) -> list[float]:
+    """Steps with ``pattern`` ("x" = overflow, "." = clean); the scale after each, read with
+    ``read_scale`` (default ``get_scale()``)."""
+    param = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([param], lr=0.1)
+    history = []
+    for char in pattern:
+        scaler.scale(torch.ones(()))
+        param.grad = torch.full((2,), float("inf") if char == "x" else 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        history.append(read_scale(scaler) if read_scale else scaler.get_scale())
+    return history
+
+
 @contextmanager
 def count_syncs() -> Iterator[SyncCounter]:
     with SyncCounter() as counter:

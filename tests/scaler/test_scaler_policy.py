@@ -6,25 +6,15 @@ import warnings
 
 import pytest
 import torch
-from scaler_harness import count_syncs
+from scaler_harness import count_syncs, run_pattern
 
 from scaler import GradScaler, ScaleBelowOneError, ScaleBelowOneWarning
 from scaler._scale_update import ScaleState, _update_with_hysteresis
 
 
 def run(scaler, pattern: str) -> list[float]:
-    """Steps with ``pattern`` ("x" = overflow, "." = clean); the scale tensor's value after each,
-    read without going through get_scale() (which would report)."""
-    param = torch.nn.Parameter(torch.ones(2))
-    optimizer = torch.optim.SGD([param], lr=0.1)
-    history = []
-    for char in pattern:
-        scaler.scale(torch.ones(()))
-        param.grad = torch.full((2,), float("inf") if char == "x" else 1.0)
-        scaler.step(optimizer)
-        scaler.update()
-        history.append(scaler._scale.item())
-    return history
+    """`run_pattern`, reading the scale tensor directly: get_scale() would report the policy."""
+    return run_pattern(scaler, pattern, read_scale=lambda s: s._scale.item())
 
 
 def counters(scaler) -> list[int]:

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import torch
+from scaler_harness import run_pattern as run
 
 from scaler import GradScaler
 
 TORCH_KEYS = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
-
-
-def run(scaler, pattern: str) -> list[float]:
-    """Steps with ``pattern`` ("x" = overflow, "." = clean); the scale after each."""
-    param = torch.nn.Parameter(torch.ones(2))
-    optimizer = torch.optim.SGD([param], lr=0.1)
-    history = []
-    for char in pattern:
-        scaler.scale(torch.ones(()))
-        param.grad = torch.full((2,), float("inf") if char == "x" else 1.0)
-        scaler.step(optimizer)
-        scaler.update()
-        history.append(scaler.get_scale())
-    return history
 
 
 def test_ours_has_torchs_keys_with_torchs_values() -> None:
