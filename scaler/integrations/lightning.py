@@ -97,11 +97,12 @@ class LossScaleMonitor(Callback):
             )
         self._scaler = scaler
 
-    def _log(self, trainer: Trainer) -> None:
+    def _log(self, trainer: Trainer, step_offset: int = 0) -> None:
         if self._scaler is None:
             return
         fields, _ = log_fields(self._scaler)
-        step = trainer.fit_loop.epoch_loop._batches_that_stepped  # Lightning's own log step
+        # The step Lightning's own metrics of this batch or epoch are logged at, so rows line up.
+        step = trainer.fit_loop.epoch_loop._batches_that_stepped + step_offset
         for logger in trainer.loggers:
             logger.log_metrics(fields, step=step)
 
@@ -113,4 +114,4 @@ class LossScaleMonitor(Callback):
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if self.logging_interval == "epoch":
-            self._log(trainer)
+            self._log(trainer, step_offset=-1)  # Lightning logs epoch metrics at the last step
