@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 _METRIC_PREFIXES = ("eval_", "test_", "predict_")
 #: Constructor arguments the callback sets itself rather than the user.
 _NOT_SCALER_KWARGS = ("device", "enabled")
+#: Frames between ``_run_first`` and ``CallbackHandler.call_event`` (event method, overrides).
+_HANDLER_SEARCH_DEPTH = 4
 
 _WHAT_TO_DO = (
     "With the Trainer: set TrainingArguments(bf16=True) instead of fp16=True (Ampere or newer "
@@ -131,13 +133,16 @@ class LossScaleCallback(TrainerCallback, ExportableState):
         caller of every event method; a new list is bound so the loop now running is unaffected.
         """
         frame = sys._getframe(1)
-        while frame is not None and not isinstance(frame.f_locals.get("self"), CallbackHandler):
+        for _ in range(_HANDLER_SEARCH_DEPTH):
+            if frame is None:
+                return
+            handler = frame.f_locals.get("self")
+            if isinstance(handler, CallbackHandler):
+                if handler.callbacks[0] is not self:
+                    others = (cb for cb in handler.callbacks if cb is not self)
+                    handler.callbacks = [self, *others]
+                return
             frame = frame.f_back
-        if frame is None:
-            return
-        handler = frame.f_locals["self"]
-        if handler.callbacks[0] is not self:
-            handler.callbacks = [self, *(cb for cb in handler.callbacks if cb is not self)]
 
     def on_init_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
