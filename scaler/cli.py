@@ -20,7 +20,35 @@ EXIT_NOT_FP16_SAFE = 1
 EXIT_ERROR = 2
 
 
-def _parser() -> argparse.ArgumentParser:
+_INSPECT_DESCRIPTION = (
+    "Read a .safetensors file or a Hugging Face model folder (config.json and safetensors "
+    "shards) without building the model, and say whether fp16 training is advisable. Pickle "
+    "files (.bin, .pt...) are listed, never opened. Exit 0: no evidence against fp16; 1: not "
+    "fp16-safe; 2: unreadable."
+)
+
+
+def _add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PATH", help="a .safetensors file or a model folder")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--count-out-of-range",
+        action="store_true",
+        help="also read every weight and count those fp16 cannot hold (slower)",
+    )
+
+
+def build_inspect_parser() -> argparse.ArgumentParser:
+    """The ``inspect`` command's parser on its own (the docs' CLI reference renders it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m scaler inspect", description=_INSPECT_DESCRIPTION
+    )
+    _add_inspect_arguments(parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m scaler`` parser, with its commands."""
     parser = argparse.ArgumentParser(
         prog="python -m scaler", description="ampscale's loss-scaler tools."
     )
@@ -28,26 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser(
         "inspect",
         help="say whether a checkpoint can be trained in fp16",
-        description=(
-            "Read a .safetensors file or a Hugging Face model folder (config.json and "
-            "safetensors shards) without building the model, and say whether fp16 training is "
-            "advisable. Pickle files (.bin, .pt...) are listed, never opened. Exit 0: no "
-            "evidence against fp16; 1: not fp16-safe; 2: unreadable."
-        ),
+        description=_INSPECT_DESCRIPTION,
     )
-    inspect.add_argument("path", metavar="PATH", help="a .safetensors file or a model folder")
-    inspect.add_argument("--json", action="store_true", help="print the result as JSON")
-    inspect.add_argument(
-        "--count-out-of-range",
-        action="store_true",
-        help="also read every weight and count those fp16 cannot hold (slower)",
-    )
+    _add_inspect_arguments(inspect)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         report = inspect_checkpoint(args.path, count_out_of_range=args.count_out_of_range)
     except CheckpointError as exc:

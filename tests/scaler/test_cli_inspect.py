@@ -12,7 +12,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from scaler.cli import EXIT_ERROR, EXIT_FP16_OK, EXIT_NOT_FP16_SAFE, main
+from scaler.cli import (
+    EXIT_ERROR,
+    EXIT_FP16_OK,
+    EXIT_NOT_FP16_SAFE,
+    build_inspect_parser,
+    build_parser,
+    main,
+)
 
 
 def _folder(path: Path, tensors: dict[str, torch.Tensor], config: dict | None = None) -> Path:
@@ -195,3 +202,10 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         main(["inspect"])
     assert exit_info.value.code == EXIT_ERROR
     assert "PATH" in capsys.readouterr().err
+
+
+def test_the_documented_parser_is_the_one_the_command_uses() -> None:
+    documented = {a.dest for a in build_inspect_parser()._actions}
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    used = {a.dest for a in commands.choices["inspect"]._actions}
+    assert documented == used == {"help", "path", "json", "count_out_of_range"}
