@@ -19,7 +19,7 @@ from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 from lightning.pytorch.plugins.precision import MixedPrecision  # noqa: E402
 from lightning.pytorch.utilities.exceptions import MisconfigurationException  # noqa: E402
 
-from scaler import GradScaler, SyncCounter  # noqa: E402
+from scaler import GradScaler, ScaleBelowOneError, SyncCounter  # noqa: E402
 from scaler.integrations.lightning import LossScaleMonitor, precision_plugin  # noqa: E402
 
 FIELDS = ("loss_scale", "skipped_steps", "steps_below_one", "floor_hits")
@@ -128,6 +128,14 @@ def test_ckpt_path_resume_keeps_scale_and_counters(tmp_path: Path) -> None:
     second.fit(TinyModule(), _data(), ckpt_path=str(checkpoint))
     assert probe.stats_at_start == saved
     assert second.precision_plugin.scaler.stats().steps == 16
+
+
+def test_raise_policy_stops_the_run_at_the_monitors_read(tmp_path: Path) -> None:
+    plugin = precision_plugin(device="cpu", init_scale=4.0, below_one="raise")
+    trainer = _trainer(tmp_path, [LossScaleMonitor()], plugin=plugin, log_every_n_steps=1)
+    with pytest.raises(ScaleBelowOneError, match=r"fell below 1 \(now 0\.5\)"):
+        trainer.fit(TinyModule(overflow_times=-1), _data())
+    assert trainer.global_step == 3  # read after the third overflow, the first below 1
 
 
 def test_monitor_refuses_a_trainer_without_our_scaler(tmp_path: Path) -> None:
