@@ -36,7 +36,8 @@ def use_ampscale(accelerator: Accelerator, **scaler_kwargs: Any) -> GradScaler:
     checkpoint it saved); ``scaler_kwargs`` (``below_one``, ``min_scale``, ``hysteresis``,
     ``init_scale``…) override them. ``init_scale`` applies only while the scaler has not
     stepped. Every optimizer already prepared uses the new scaler too; ``accelerator.save_state``
-    saves its full state. Returns it, for ``peek_scale()`` and ``stats()``.
+    saves its full state. Returns it, for ``peek_scale()`` and ``stats()``. An accelerator whose
+    scaler is already ampscale's gets it back unchanged (``scaler_kwargs`` are then ignored).
 
     Raises ``ValueError`` when the accelerator has no scaler: bf16, fp32, DeepSpeed (which scales
     on its own), or fp16 on CPU, where accelerate neither autocasts nor scales.
