@@ -45,6 +45,8 @@ nitpicky = True
 # reference to an ampscale name that does not exist still fails the build.
 nitpick_ignore_regex = [
     (r"py:.*", r"(torch|nn|libcst|cst)(\..*)?"),
+    # The frameworks scaler.integrations plugs into.
+    (r"py:.*", r"(transformers|accelerate|lightning)(\..*)?"),
     (
         r"py:.*",
         r"(collections\.abc|typing|types|enum|dataclasses|argparse|warnings|pathlib|os|abc)\..*",

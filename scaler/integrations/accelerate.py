@@ -1,0 +1,57 @@
+"""``use_ampscale(accelerator)``: ampscale's scaler in a hand-written accelerate loop.
+
+accelerate builds a ``torch.amp.GradScaler`` inside ``Accelerator(mixed_precision="fp16")`` and
+keeps it in ``accelerator.scaler`` and in every optimizer ``prepare()`` wraps; there is no
+argument to pass another. ``use_ampscale`` turns that scaler into ampscale's in place, so every
+holder uses it, whether it runs before or after ``prepare()``::
+
+    accelerator = Accelerator(mixed_precision="fp16")
+    scaler = use_ampscale(accelerator, below_one="warn")
+    model, optimizer, data = accelerator.prepare(model, optimizer, data)
+    ...
+    if step % 100 == 0:
+        print(scaler.peek_scale(), scaler.stats().skipped_steps)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaler._grad_scaler import GradScaler
+from scaler.integrations._adopt import adopt_scaler
+from scaler.integrations._extras import require
+
+require("accelerate", "accelerate", "accelerate")
+
+from accelerate import Accelerator  # noqa: E402  (after the check that names the extra)
+
+__all__ = ["use_ampscale"]
+
+
+def use_ampscale(accelerator: Accelerator, **scaler_kwargs: Any) -> GradScaler:
+    """Replace the accelerator's loss scaler with ampscale's :class:`~scaler.GradScaler`.
+
+    The scaler keeps its device, growth settings and any state it loaded or reached (call it
+    before ``accelerator.load_state()`` to also restore ampscale's monitoring counters from a
+    checkpoint it saved); ``scaler_kwargs`` (``below_one``, ``min_scale``, ``hysteresis``,
+    ``init_scale``…) override them. ``init_scale`` applies only while the scaler has not
+    stepped. Every optimizer already prepared uses the new scaler too; ``accelerator.save_state``
+    saves its full state. Returns it, for ``peek_scale()`` and ``stats()``. An accelerator whose
+    scaler is already ampscale's gets it back unchanged (``scaler_kwargs`` are then ignored).
+
+    Raises ``ValueError`` when the accelerator has no scaler: bf16, fp32, DeepSpeed (which scales
+    on its own), or fp16 on CPU, where accelerate neither autocasts nor scales.
+    """
+    if not isinstance(accelerator, Accelerator):
+        raise TypeError(
+            f"use_ampscale: expected an accelerate.Accelerator, got {type(accelerator).__name__}"
+        )
+    old = accelerator.scaler
+    if old is None:
+        raise ValueError(
+            "use_ampscale: this Accelerator has no loss scaler to replace "
+            f"(mixed_precision={accelerator.mixed_precision!r} on {accelerator.device.type}); "
+            "accelerate builds one only for fp16 on a GPU or other accelerator, without DeepSpeed"
+        )
+    stepped = getattr(old, "_scale", None) is not None
+    return adopt_scaler(old, scaler_kwargs, carry_state=stepped)
