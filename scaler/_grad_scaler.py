@@ -458,6 +458,8 @@ class GradScaler(torch.amp.GradScaler):
                         device_inv_scale = inv_scale.to(device, non_blocking=True)
                     found_inf_per_device[device] = device_found_inf
                     inv_scale_per_device[device] = device_inv_scale
+                # Private API: torch's own unscale kernel (what torch.amp.GradScaler calls), one
+                # fused pass per device and dtype; no public op checks and unscales together.
                 torch._amp_foreach_non_finite_check_and_unscale_(
                     grads, device_found_inf, inv_scale_per_device[device]
                 )

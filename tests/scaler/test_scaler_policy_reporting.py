@@ -12,6 +12,7 @@ import torch
 from scaler_harness import forward_backward, make_model, poison_grads
 
 from scaler import GradScaler, ScaleBelowOneError, ScaleBelowOneWarning
+from scaler._scale_update import give_up_capturing
 from scaler._validation import HYSTERESIS_KEY
 
 PATHS = pytest.mark.parametrize("fused", [False, True], ids=["host_path", "device_path"])
@@ -160,3 +161,14 @@ def test_fused_step_skips_when_several_devices_overflow(monkeypatch) -> None:
     scaler.update()
     assert all(torch.equal(b, p) for b, p in zip(before, model.parameters(), strict=True))
     assert bool(scaler.step_skipped(optimizer))
+
+
+def test_a_failed_cuda_graph_capture_is_said_once_at_the_callers_line() -> None:
+    # The CUDA path itself is tested in tests/gpu; here the part that runs everywhere.
+    scaler = GradScaler("cpu")
+    scaler.scale(torch.ones(()))
+    state = scaler._state
+    with pytest.warns(RuntimeWarning, match=r"could not capture .*\(capture refused\)") as caught:
+        give_up_capturing(state, RuntimeError("capture refused"))
+    assert caught[0].filename == __file__
+    assert state.update_graph is False  # _update_graph_for never tries again
