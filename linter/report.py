@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from linter._diagnostic import Diagnostic, FileError
+from linter._diagnostic import Diagnostic, FileError, one_line
 from linter._rule import Rule
 from linter._version import __version__
 from linter.api import LintResult
@@ -33,7 +33,7 @@ def format_error(error: FileError) -> str:
 def format_text(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
     """``path:line:col: CODE message``, one finding a line, sorted."""
     return "".join(
-        f"{d.path}:{d.line}:{d.column}: {d.code} {_one_line(d.message)}\n"
+        f"{d.path}:{d.line}:{d.column}: {d.code} {one_line(d.message)}\n"
         for d in result.diagnostics
     )
 
@@ -198,10 +198,6 @@ def _artifact(path: str) -> dict[str, Any]:
 def _folder_uri(path: str) -> str:
     posix = os.path.abspath(path).replace(os.sep, "/")
     return "file://" + quote(posix if posix.startswith("/") else "/" + posix) + "/"
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
 
 
 def _data(text: str) -> str:
