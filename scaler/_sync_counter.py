@@ -1,27 +1,7 @@
 """Count the host syncs a block of code makes: how ampscale's tests prove "no sync".
 
-What counts, and why. On an accelerator a sync is any read of device memory by the host: the host
-waits for every queued kernel first. The counter watches two layers, because on a CPU-only machine
-(where the tests run) the tensors are already host memory and nothing transfers:
-
-* **Every device** (``torch.Tensor`` dispatch): an op whose *result* depends on tensor values —
-  torch tags them ``data_dependent_output`` (``item()``, ``bool()``/``int()``/``float()`` via
-  ``_local_scalar_dense``, ``equal``, ``allclose``) or ``dynamic_output_shape`` (``nonzero``,
-  ``masked_select``, boolean-mask indexing, ``unique``): its output cannot even be allocated
-  without reading the data. And a copy (``_to_copy``, ``copy_``) whose destination is the CPU and
-  whose source is not: ``.cpu()``, ``.to("cpu")``, ``.tolist()`` and ``copy_`` into a CPU tensor of
-  a device tensor. (``meta`` tensors, which have no data, count too, so the tests can show the
-  transfer path without a GPU; the copy then fails, after being counted.)
-* **CPU tensors, as if they lived on an accelerator** (Python level): ``.tolist()``, ``.numpy()``,
-  ``numpy.asarray(t)``, ``.cpu()`` and ``.to("cpu")`` (the host named as a string) of a CPU tensor
-  that is not pinned. Code that does these asks for host memory; on an accelerator each is a
-  device-to-host copy. A move to a ``torch.device`` object equal to the tensor's own device (how
-  code moves flags "to where they are needed", as torch's fused optimizers do) is not counted on
-  CPU, since there it cannot be told from a no-op; on an accelerator it is a real transfer and the
-  dispatch layer counts it. Pinned memory is host memory by construction: reading it is free.
-
-Each host read is counted once. Private torch API: ``TorchDispatchMode`` (torch has no public
-way to see every op a block dispatches; torch's own tests count syncs with it).
+Private torch APIs: ``TorchDispatchMode`` and ``TorchFunctionMode`` (torch has no public way to
+see every op a block runs; torch's own tests count syncs this way).
 """
 
 from __future__ import annotations
@@ -97,11 +77,28 @@ class _FunctionWatch(TorchFunctionMode):
 
 
 class SyncCounter:
-    """Counts the host's reads of tensor memory inside a ``with`` block (see the module doc).
+    """Counts the host's reads of tensor memory inside a ``with`` block: the syncs of a loop.
 
-    On CUDA each counted read waits for every queued kernel. On CPU the same calls are counted as
-    if the tensors lived on an accelerator, so a loop's syncs can be counted where there is no
-    GPU. Example::
+    On an accelerator a sync is any read of device memory by the host, which first waits for
+    every queued kernel. Two layers are watched, because on a CPU-only machine (where ampscale's
+    tests run) the tensors are host memory already and nothing transfers:
+
+    * Every device: an op whose result depends on tensor values — torch tags them
+      ``data_dependent_output`` (``item()``, ``bool()``/``int()``/``float()`` of a tensor,
+      ``equal``, ``allclose``) or ``dynamic_output_shape`` (``nonzero``, ``masked_select``,
+      boolean-mask indexing, ``unique``): the output cannot even be allocated without reading
+      the data. And a copy whose destination is the CPU and whose source is not (``.cpu()``,
+      ``.to("cpu")``, ``.tolist()``, ``copy_`` into a CPU tensor). ``meta`` tensors count too,
+      so tests can show this path without a GPU (the copy then fails, after being counted).
+    * CPU tensors, as if they lived on an accelerator: ``.tolist()``, ``.numpy()``,
+      ``numpy.asarray(t)``, ``.cpu()`` and ``.to("cpu")`` (the host named as a string) of a CPU
+      tensor that is not pinned. Code that does these asks for host memory; on an accelerator
+      each is a device-to-host copy. A move to a ``torch.device`` equal to the tensor's own (how
+      code moves flags "to where they are needed", as torch's fused optimizers do) is not
+      counted on CPU, where it cannot be told from a no-op; on an accelerator the first layer
+      counts it. Pinned memory is host memory by construction: reading it is free.
+
+    Each read is counted once. Example::
 
         with SyncCounter() as syncs:
             scaler.scale(loss).backward()
