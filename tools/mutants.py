@@ -319,7 +319,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/linter/test_engine.py::test_a_run_without_worker_processes_says_so_once",),
     ),
     Mutation(
-        "AMP001 crashes on a float() of the scale (found only by the fuzzed training loops)",
+        "AMP001 crashes on float() of the scale (the fuzzed training loops catch it)",
         "linter/rules/amp001_get_scale_every_step.py",
         "owner = _scale_tensor_owner(call.args[0].value)",
         "owner = _scale_tensor_owner(call.args[-2].value)",
@@ -415,7 +415,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "linter/rules/amp001_get_scale_every_step.py",
         'if func.attr.value == "get_scale" and _no_args(call):',
         'if func.attr.value == "get_scale":',
-        ("tests/linter/rules/test_amp001.py::test_get_scale_with_arguments_is_a_look_alike",),
+        (
+            "tests/linter/rules/test_amp001.py::"
+            "test_get_scale_with_arguments_is_a_look_alike_in_a_file_that_also_reads_the_scale",
+        ),
     ),
     Mutation(
         "virtualenvs named .venv are linted",
