@@ -122,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU, 1 thread"
     print(f"torch {torch.__version__}, {where}; median of {args.rounds} interleaved rounds")
+    if args.device == "cpu":
+        # SyncCounter counts CPU tensors as if they lived on an accelerator; peek_scale() on the
+        # fused (device) path reads the host's own scale tensor there, which counts one.
+        print("syncs: host reads as SyncCounter counts them (on CUDA, peek_scale() reads none)")
     header = (
         f"{'optimizer':<13} {'tensors':>7} {'no scaler':>10} {'torch adds':>11} "
         f"{'ours adds':>10} {'ours/torch':>10} {'+monitoring':>11} {'mon/torch':>9} "

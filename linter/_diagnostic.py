@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def one_line(text: str) -> str:
+    """Messages and error reasons stay one line, whatever an exception's message holds."""
+    return " ".join(text.split())
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class RelatedLocation:
     """A second site a diagnostic refers to (e.g. where a model became bf16)."""

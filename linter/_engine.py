@@ -13,6 +13,7 @@ import os
 import pickle
 import re
 import stat
+import sys
 import tokenize
 import warnings
 from collections.abc import Iterable, Sequence
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter._diagnostic import Diagnostic, FileError, RelatedLocation
+from linter._diagnostic import Diagnostic, FileError, RelatedLocation, one_line
 from linter._rule import Finding, ModuleContext, Rule
 
 #: Files larger than this are reported, not read: no hand-written module is this big.
@@ -28,6 +29,8 @@ MAX_FILE_BYTES = 10 * 2**20
 
 #: Below this many files to parse, worker processes cost more than they save.
 PARALLEL_MIN_FILES = 32
+#: The error that made this process lint serially, once said (see `run_jobs`).
+_SAID_SERIAL: list[BaseException] = []
 
 _NOQA = re.compile(
     r"#\s*noqa(?P<colon>\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)?)?",
@@ -121,7 +124,7 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
             found = [_to_diagnostic(context, rule, finding) for finding in rule.check(context)]
         except Exception as error:
             reason = f"rule {rule.code} ({rule.name}) failed: {type(error).__name__}: {error}"
-            errors.append(FileError(path, _one_line(reason)))
+            errors.append(FileError(path, one_line(reason)))
         else:
             diagnostics.extend(found)
     if diagnostics:
@@ -193,9 +196,17 @@ def run_jobs(jobs: Sequence[Job], workers: int | None) -> list[FileReport]:
                 done = pool.map(run_job, (job for _, job in heavy), chunksize=chunk)
                 for (index, _), report in zip(heavy, done, strict=True):
                     reports[index] = report
-        except (BrokenProcessPool, pickle.PicklingError, AttributeError, OSError):
+        except (BrokenProcessPool, pickle.PicklingError, AttributeError, OSError) as error:
             # No workers to be had (a sandbox), or rules that cannot be sent to them (a rule
             # class defined in a function): lint here instead. `run_job` itself never raises.
+            # Said once per process: a run that is suddenly slower deserves a reason.
+            if not _SAID_SERIAL:
+                _SAID_SERIAL.append(error)
+                print(
+                    f"amp-lint: warning: no worker processes ({type(error).__name__}: "
+                    f"{one_line(str(error))}); linting in one process",
+                    file=sys.stderr,
+                )
             for index, job in heavy:
                 reports[index] = run_job(job)
     return [report for report in reports if report is not None]
@@ -238,12 +249,7 @@ def _syntax_error_reason(text: str, error: cst.ParserSyntaxError) -> str:
 
 
 def _failed(path: str, reason: str, *, parsed: bool = False) -> FileReport:
-    return FileReport(path, errors=(FileError(path, _one_line(reason)),), parsed=parsed)
-
-
-def _one_line(text: str) -> str:
-    """Error lines stay lines, whatever an exception's message holds."""
-    return " ".join(text.split())
+    return FileReport(path, errors=(FileError(path, one_line(reason)),), parsed=parsed)
 
 
 def _to_diagnostic(context: ModuleContext, rule: Rule, finding: Finding) -> Diagnostic:

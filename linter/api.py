@@ -17,7 +17,7 @@ from linter._discovery import Excluder, discover
 from linter._engine import Job, lint_bytes, run_jobs
 from linter._patterns import PathPattern, relative_to_root
 from linter._rule import Rule
-from linter._selection import check_selectors, enabled_rules, selects
+from linter._selection import SelectorError, check_selectors, enabled_rules, selects
 from linter.config import Settings
 
 #: The path that means "read standard input", as in ruff and flake8.
@@ -147,6 +147,13 @@ class _Plan:
             select=select, ignore=ignore, extend_select=extend_select
         )
         chosen = enabled_rules(rules, merged.select, merged.ignore, merged.extend_select)
+        if rules and not chosen:
+            # A run that checks nothing must not say "All checks passed!".
+            raise SelectorError(
+                f"no rule selected (select {list(merged.select)}, extend-select "
+                f"{list(merged.extend_select)}, ignore {list(merged.ignore)}); "
+                "amp-lint --list-rules shows the codes"
+            )
         return cls(
             settings=merged,
             root=merged.root or os.getcwd(),

@@ -146,8 +146,12 @@ def _run(args: argparse.Namespace) -> int:
         )
     except (ConfigError, SelectorError) as error:
         return _usage_error(str(error))
+    for note in settings.notes:
+        print(f"amp-lint: warning: {note}", file=sys.stderr)
     if STDIN not in args.paths and args.stdin_filename is not None:
         print("amp-lint: warning: --stdin-filename is used only with '-'", file=sys.stderr)
+    if result.files_checked == 0 and not result.errors:
+        print("amp-lint: warning: No Python files found under the given paths", file=sys.stderr)
     if args.statistics:
         sys.stdout.write(format_statistics(result, ALL_RULES))
     else:

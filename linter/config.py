@@ -9,6 +9,7 @@ the file: a silently ignored typo in a lint config is a check that never runs.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,8 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".ruff_cache",
 )
 
+#: What a misspelling of "amp-lint" may add: separators and case.
+_SPELLING_NOISE = re.compile(r"[-_. ]")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 _KNOWN_KEYS = frozenset((*_LIST_KEYS, "per-file-ignores"))
 
@@ -74,6 +77,8 @@ class Settings:
     root: str | None = None
     #: The file these settings came from, if any.
     source: str | None = None
+    #: Warnings for the user about the configuration search (e.g. a misspelt table name).
+    notes: tuple[str, ...] = ()
 
     def with_overrides(
         self,
@@ -93,30 +98,66 @@ class Settings:
 
 def find_config(start: str | os.PathLike[str] | None = None) -> Path | None:
     """The nearest ``pyproject.toml`` at or above ``start`` (default: cwd) with our table."""
+    return _search(start).path
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What the upward search found: the configured file (parsed once), and what to say."""
+
+    #: The nearest ``pyproject.toml`` with a ``[tool.amp-lint]`` table, if any.
+    path: Path | None
+    #: Its parsed document.
+    document: Mapping[str, Any]
+    #: Warnings about files passed over (a misspelt table name).
+    notes: tuple[str, ...]
+
+
+def _search(start: str | os.PathLike[str] | None) -> _Found:
     folder = Path(start if start is not None else os.getcwd()).absolute()
+    notes: list[str] = []
     for candidate_folder in (folder, *folder.parents):
         candidate = candidate_folder / "pyproject.toml"
-        if candidate.is_file() and _has_table(candidate):
-            return candidate
+        if not candidate.is_file():
+            continue
+        data = _read_bytes(candidate)
+        try:
+            document = _parse_toml(candidate, data)
+        except ConfigError:
+            # A broken pyproject.toml only matters if it is ours.
+            if b"[tool.amp-lint" in data:
+                raise
+            continue
+        tool = document.get("tool")
+        if isinstance(tool, dict) and "amp-lint" in tool:
+            return _Found(candidate, document, tuple(notes))
+        misspelt = _misspelt_table(tool)
+        if misspelt is not None:
+            notes.append(f"{candidate}: {misspelt} is not read; the table is [tool.amp-lint]")
+    return _Found(None, {}, tuple(notes))
+
+
+def _misspelt_table(tool: Any) -> str | None:
+    """``[tool.amp_lint]``, ``[tool.amplint]``, ``[tool.AMP-Lint]``...: a table meant for us."""
+    if not isinstance(tool, dict):
+        return None
+    for key in tool:
+        if key != "amp-lint" and _SPELLING_NOISE.sub("", key.lower()) == "amplint":
+            return f"[tool.{key}]"
     return None
 
 
-def _has_table(path: Path) -> bool:
+def _read_bytes(path: Path) -> bytes:
     try:
-        document = _read_toml(path)
-    except ConfigError:
-        # A broken pyproject.toml only matters if it is ours; `load_settings` reports it then.
-        return b"[tool.amp-lint" in path.read_bytes()
-    return isinstance(document.get("tool"), dict) and "amp-lint" in document["tool"]
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
+        return path.read_bytes()
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
+
+
+def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
 
 
@@ -129,21 +170,30 @@ def load_settings(
     """Settings from ``config``, or from the nearest configured ``pyproject.toml``, or defaults.
 
     ``rules`` (default: every registered rule) is what selectors and option tables are checked
-    against.
+    against. A misspelt table name on the way up is not an error (the file may configure other
+    tools) but comes back in ``Settings.notes``.
     """
     if rules is None:
         from linter.rules import ALL_RULES
 
         rules = ALL_RULES
-    path = Path(config) if config is not None else find_config(start)
-    if path is None:
-        return Settings()
-    document = _read_toml(path)
+    if config is not None:
+        path = Path(config)
+        document: Mapping[str, Any] = _parse_toml(path, _read_bytes(path))
+        notes: tuple[str, ...] = ()
+    else:
+        found = _search(start)
+        if found.path is None:
+            return Settings(notes=found.notes)
+        path, document, notes = found.path, found.document, found.notes
     tool = document.get("tool", {})
     table = tool.get("amp-lint") if isinstance(tool, dict) else None
     if table is None:
-        raise ConfigError(f"{path}: no [tool.amp-lint] table")
-    return settings_from_table(table, path=str(path), rules=rules)
+        misspelt = _misspelt_table(tool)
+        hint = f" ({misspelt} is misspelt)" if misspelt else ""
+        raise ConfigError(f"{path}: no [tool.amp-lint] table{hint}")
+    settings = settings_from_table(table, path=str(path), rules=rules)
+    return replace(settings, notes=notes)
 
 
 def settings_from_table(

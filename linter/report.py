@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from linter._diagnostic import Diagnostic, FileError
+from linter._diagnostic import Diagnostic, FileError, one_line
 from linter._rule import Rule
 from linter._version import __version__
 from linter.api import LintResult
@@ -33,17 +33,19 @@ def format_error(error: FileError) -> str:
 def format_text(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
     """``path:line:col: CODE message``, one finding a line, sorted."""
     return "".join(
-        f"{d.path}:{d.line}:{d.column}: {d.code} {_one_line(d.message)}\n"
+        f"{d.path}:{d.line}:{d.column}: {d.code} {one_line(d.message)}\n"
         for d in result.diagnostics
     )
 
 
 def summary_line(result: LintResult) -> str:
-    """ruff's closing line: how many findings, or that all passed."""
+    """ruff's closing line: how many findings, or that all passed (never when a file failed)."""
     count = len(result.diagnostics)
-    if count:
-        return f"Found {count} error{'s' if count != 1 else ''}."
-    return "All checks passed!" if not result.errors else "No findings."
+    found = f"Found {count} error{'s' if count != 1 else ''}" if count else "No findings"
+    failed = len({error.path for error in result.errors})
+    if failed:
+        return f"{found}; {failed} file{'s' if failed != 1 else ''} could not be checked."
+    return f"{found}." if count else "All checks passed!"
 
 
 def format_statistics(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
@@ -55,8 +57,9 @@ def format_statistics(result: LintResult, rules: Sequence[type[Rule]] = ()) -> s
 
 
 def format_json(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
-    """A JSON list with one object per finding."""
-    records = [
+    """A JSON list with one object per finding, then one per file that could not be checked
+    (``code`` null, as ruff writes its syntax errors, and the reason as ``message``)."""
+    records: list[dict[str, Any]] = [
         {
             "filename": d.path,
             "code": d.code,
@@ -70,6 +73,18 @@ def format_json(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
             ],
         }
         for d in result.diagnostics
+    ]
+    records += [
+        {
+            "filename": error.path,
+            "code": None,
+            "name": "file-error",
+            "message": error.message,
+            "location": None,
+            "end_location": None,
+            "related": [],
+        }
+        for error in result.errors
     ]
     return json.dumps(records, indent=2) + "\n"
 
@@ -183,10 +198,6 @@ def _artifact(path: str) -> dict[str, Any]:
 def _folder_uri(path: str) -> str:
     posix = os.path.abspath(path).replace(os.sep, "/")
     return "file://" + quote(posix if posix.startswith("/") else "/" + posix) + "/"
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
 
 
 def _data(text: str) -> str:

@@ -22,8 +22,8 @@ class FusedVerdict:
 
     #: The optimizer class, as ``torch.optim`` spells it.
     optimizer: str
-    #: "always", "never", or "once its momentum buffers exist" (checked per step, on the host).
-    trusted: Literal["always", "never", "after-momentum-init"]
+    #: "always", or "once its momentum buffers exist" (checked per step, on the host).
+    trusted: Literal["always", "after-momentum-init"]
     #: What we measured (tests/scaler/test_fused_support.py reproduces it).
     evidence: str
 
@@ -65,8 +65,6 @@ def fused_step_is_safe(optimizer: torch.optim.Optimizer) -> bool:
         return True
     if verdict.trusted == "always":
         return True
-    if verdict.trusted == "never":
-        return False
     return all(_momentum_ready(optimizer, group) for group in optimizer.param_groups)
 
 

@@ -88,6 +88,8 @@ class GradGroups:
                 if grad.is_sparse:
                     if grad.dtype is torch.float16:
                         grad = param.grad = grad.coalesce()
+                    # Private API, as torch's own scaler uses it: the values of a coalesced
+                    # sparse tensor, a dense view the unscale kernel can write in place.
                     grad = grad._values()
                 split.setdefault((grad.device, grad.dtype), []).append(grad)
         return [(device, dtype, tensors) for (device, dtype), tensors in split.items()]

@@ -34,6 +34,7 @@ from scaler._scale_update import (
     ScaleState,
 )
 from scaler._stats import ScalerStats
+from scaler._user_warnings import warn_at_caller
 from scaler._validation import (
     HYSTERESIS_KEY,
     STATS_KEY,
@@ -98,7 +99,8 @@ class GradScaler(torch.amp.GradScaler):
       reciprocal is finite, so parameters stay finite; it counts floor hits and steps below 1 on
       the device, and ``below_one="warn"``/``"raise"`` reports the event at the next point the
       host sees the scale anyway (``peek_scale()``, ``get_scale()``, ``stats()``,
-      ``state_dict()``, ``check()``). To watch without a sync: log ``peek_scale()`` every step
+      ``check()``; ``state_dict()`` warns but never raises, so a collapsing run can still be
+      saved). To watch without a sync: log ``peek_scale()`` every step
       (it never waits), read ``stats()`` (``steps_below_one``, ``floor_hits``) at your log
       interval, and use ``step_skipped(optimizer)``, a device flag, instead of comparing
       ``get_scale()`` before and after ``update()``. A scale below 1 means fp16 is the wrong
@@ -143,7 +145,9 @@ class GradScaler(torch.amp.GradScaler):
             waited on by the stream (NCCL) where the flag is used; it adds no host sync.
         below_one: keyword-only; "ignore" (torch's behaviour), "warn"
             (:class:`ScaleBelowOneWarning`) or "raise" (:class:`ScaleBelowOneError`), deferred to
-            the next point where the host reads the scale.
+            the next point where the host reads the scale. ``state_dict()`` (checkpointing,
+            pickling) never raises: with "raise" the event waits for the next ``peek_scale()``,
+            ``get_scale()``, ``stats()`` or ``check()``.
     """
 
     def __init__(
@@ -454,6 +458,8 @@ class GradScaler(torch.amp.GradScaler):
                         device_inv_scale = inv_scale.to(device, non_blocking=True)
                     found_inf_per_device[device] = device_found_inf
                     inv_scale_per_device[device] = device_inv_scale
+                # Private API: torch's own unscale kernel (what torch.amp.GradScaler calls), one
+                # fused pass per device and dtype; no public op checks and unscales together.
                 torch._amp_foreach_non_finite_check_and_unscale_(
                     grads, device_found_inf, inv_scale_per_device[device]
                 )
@@ -634,13 +640,12 @@ class GradScaler(torch.amp.GradScaler):
         fp16 parameters work as on torch's fused path)."""
         passes_itself = _step_takes_grad_scaler(optimizer)
         if passes_itself:
-            warnings.warn(
+            warn_at_caller(
                 "GradScaler is going to stop passing itself as a keyword argument to the passed "
                 "optimizer. In the near future GradScaler registers `grad_scale: Tensor` and "
                 "`found_inf: Tensor` to the passed optimizer and let the optimizer use them "
                 "directly.",
                 FutureWarning,
-                stacklevel=3,
             )
             kwargs = {**kwargs, "grad_scaler": self}
         else:
@@ -807,7 +812,8 @@ class GradScaler(torch.amp.GradScaler):
         the host in ``step()`` (non-fused optimizers), the value is current. Otherwise, on CUDA,
         the first call starts an asynchronous copy into pinned memory after each ``update()``;
         the value is the newest copy that has landed (usually the previous step's), None until
-        one has. On CPU it is current. A below-one event seen this way is reported by
+        one has. On CPU, where there is no device to wait for, it reads the scale tensor (host
+        memory) and is current. A below-one event seen this way is reported by
         ``below_one="warn"``/``"raise"`` right here, within a few steps of happening.
         """
         if not self._enabled:
@@ -819,17 +825,10 @@ class GradScaler(torch.amp.GradScaler):
         if mirror is not None:
             if self._peek is not None:
                 self._peek.reset(mirror.scale)
-            if mirror.event_pending() and self._below_one != "ignore":
-                mirror.mark_reported()
-                report_below_one(self._below_one, mirror.scale, mirror.scale >= 1.0, stacklevel=2)
+            self._report_event(mirror.scale, mirror.event_pending(), mirror.mark_reported)
             return mirror.scale
-        if state.scale.device.type == "cpu":  # host memory: plain reads, no ops, no waiting
-            scale = state.scale.tolist()
-            new_events = state.counters.tolist()[FLOOR_HITS:] != state.reported.tolist()
-            if new_events and self._below_one != "ignore":
-                state.mark_reported()
-                report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=2)
-            return scale
+        if state.scale.device.type == "cpu":  # host memory: the one read waits for nothing
+            return self._read_scale_and_report()
         if state.scale.device.type != "cuda":
             return None
         if self._peek is None:
@@ -839,9 +838,7 @@ class GradScaler(torch.amp.GradScaler):
         if latest is None:
             return None
         scale, pending = latest
-        if pending and self._below_one != "ignore":
-            state.mark_reported()  # an async device copy
-            report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=2)
+        self._report_event(scale, pending, state.mark_reported)  # marking: an async device copy
         return scale
 
     def get_scale(self) -> float:
@@ -857,9 +854,16 @@ class GradScaler(torch.amp.GradScaler):
             return 1.0
         if self._state is None:
             return self._init_scale
-        return self._read_scale_and_report(stacklevel=3)
+        return self._read_scale_and_report()
 
-    def _read_scale_and_report(self, stacklevel: int) -> float:
+    def _report_event(self, scale: float, pending: bool, mark_reported: Any) -> None:
+        """The one place a recorded below-one event is reported: mark it (so it is reported
+        once), then warn or raise as the policy says; nothing under "ignore"."""
+        if pending and self._below_one != "ignore":
+            mark_reported()
+            report_below_one(self._below_one, scale)
+
+    def _read_scale_and_report(self) -> float:
         """Read the scale (one sync) and report an event recorded since the last report."""
         state = self._state
         assert state is not None
@@ -868,18 +872,12 @@ class GradScaler(torch.amp.GradScaler):
         mirror = self._live_mirror()
         if mirror is not None:
             scale = state.scale.item()  # equal to mirror.scale; read for torch's semantics
-            if mirror.event_pending():
-                mirror.mark_reported()
-                report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=stacklevel + 1)
+            self._report_event(scale, mirror.event_pending(), mirror.mark_reported)
             return scale
         # One transfer carries both: a pending event flips the sign (the scale is always > 0).
         signed = torch.where(state.event_pending(), -state.scale, state.scale).item()
-        scale = abs(signed)
-        if signed < 0:
-            state.mark_reported()  # an async device copy: no second sync
-            # At or above 1 the event can only be a floor hit (min_scale >= 1).
-            report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=stacklevel + 1)
-        return scale
+        self._report_event(abs(signed), signed < 0, state.mark_reported)  # an async copy
+        return abs(signed)
 
     def check(self) -> None:
         """Report a scale-below-1 (or floor) event the device recorded; one sync.
@@ -887,10 +885,11 @@ class GradScaler(torch.amp.GradScaler):
         With ``below_one="warn"`` warns :class:`ScaleBelowOneWarning`, with ``"raise"`` raises
         :class:`ScaleBelowOneError`; with "ignore" does nothing. An event is an ``update()`` that
         ended below 1 or at the floor; each is reported once, at the first of ``check()``,
-        ``get_scale()`` or ``state_dict()`` after it.
+        ``get_scale()``, ``peek_scale()`` or ``stats()`` after it (and, for "warn",
+        ``state_dict()``, which never raises: a collapsing run can always be saved).
         """
         if self._enabled and self._state is not None and self._below_one != "ignore":
-            self._read_scale_and_report(stacklevel=3)
+            self._read_scale_and_report()
 
     def stats(self) -> ScalerStats:
         """The monitoring counters and the scale, all at once: one device-to-host copy.
@@ -909,9 +908,9 @@ class GradScaler(torch.amp.GradScaler):
             host = self._host_state()
             scale, counters = host["scale"], host["counters"]
             low, high = host["scale_range"]
-            if self._below_one != "ignore" and self._mirror.event_pending():
-                self._mirror.mark_reported()
-                report_below_one(self._below_one, scale, scale >= 1.0, stacklevel=2)
+            mirror = self._mirror
+            assert mirror is not None  # _host_state() leaves one
+            self._report_event(scale, mirror.event_pending(), mirror.mark_reported)
         return ScalerStats(
             scale=scale,
             steps=counters[STEPS],
@@ -939,7 +938,10 @@ class GradScaler(torch.amp.GradScaler):
     def state_dict(self) -> dict[str, Any]:
         """The scaler's state: torch's five keys plus ours, which torch's loader ignores.
 
-        Empty when disabled. Call it after ``update()``. Reports a pending below-one event.
+        Empty when disabled. Call it after ``update()``. With ``below_one="warn"`` it warns of a
+        pending below-one event; it never raises for the policy (a collapsing run must stay
+        savable, and pickling calls it): with "raise" the event stays pending and the next
+        ``peek_scale()``, ``get_scale()``, ``stats()`` or ``check()`` raises.
         """
         if not self._enabled:
             return {}
@@ -949,9 +951,11 @@ class GradScaler(torch.amp.GradScaler):
             hysteresis_tracker = self._init_hysteresis_tracker
             stats = self._init_stats or fresh_stats(self._init_scale)
         else:
-            if self._below_one != "ignore":
-                self._read_scale_and_report(stacklevel=3)
             host = self._host_state()
+            if self._below_one == "warn":
+                mirror = self._mirror
+                assert mirror is not None  # _host_state() leaves one
+                self._report_event(host["scale"], mirror.event_pending(), mirror.mark_reported)
             scale = float(host["scale"])
             growth_tracker = int(host["growth_tracker"])
             hysteresis_tracker = int(host["hysteresis_tracker"])

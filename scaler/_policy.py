@@ -2,13 +2,16 @@
 
 The device only records the event (a flag set inside ``update()``); this module turns a recorded
 event into a warning or an exception at the next point where the host already holds the value:
-``get_scale()``, ``state_dict()``, ``peek_scale()`` or an explicit ``check()``.
+``peek_scale()``, ``get_scale()``, ``stats()`` or an explicit ``check()`` (and, for "warn" only,
+``state_dict()``: saving a checkpoint, or pickling, never raises for the policy, so that a
+collapsing run can still be saved; "raise" raises at the next of the others instead).
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Literal
+
+from scaler._user_warnings import warn_at_caller
 
 #: The accepted values of ``GradScaler(below_one=...)``.
 BelowOnePolicy = Literal["ignore", "warn", "raise"]
@@ -27,9 +30,12 @@ class ScaleBelowOneError(RuntimeError):
     """Raised by ``below_one="raise"`` once the host learns that the scale fell below 1."""
 
 
-def below_one_message(scale: float, floor_hit: bool) -> str:
-    """The text of the warning or error: what happened, why, and what to do."""
-    where = "hit the min_scale floor" if floor_hit else "fell below 1"
+def below_one_message(scale: float) -> str:
+    """The text of the warning or error: what happened, why, and what to do.
+
+    An event at or above 1 can only be a floor hit (a ``min_scale`` >= 1 stopped the fall).
+    """
+    where = "hit the min_scale floor" if scale >= 1.0 else "fell below 1"
     return (
         f"the loss scale {where} (now {scale:g}): gradients overflow fp16 whatever the scale, "
         "which is typical of a model pretrained in bf16; train in bf16 or fp32, or check the "
@@ -37,11 +43,9 @@ def below_one_message(scale: float, floor_hit: bool) -> str:
     )
 
 
-def report_below_one(policy: str, scale: float, floor_hit: bool, stacklevel: int = 3) -> None:
-    """Warn or raise according to ``policy``; "ignore" does nothing."""
-    if policy == "ignore":
-        return
-    message = below_one_message(scale, floor_hit)
+def report_below_one(policy: BelowOnePolicy, scale: float) -> None:
+    """Warn (at the user's line) or raise according to ``policy`` ("warn" or "raise")."""
+    message = below_one_message(scale)
     if policy == "raise":
         raise ScaleBelowOneError(message)
-    warnings.warn(message, ScaleBelowOneWarning, stacklevel=stacklevel)
+    warn_at_caller(message, ScaleBelowOneWarning)

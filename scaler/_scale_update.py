@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from scaler._user_warnings import warn_at_caller
+
 #: The smallest normal fp32 value, 2**-126. Its fp32 reciprocal (2**126) is finite, so unscaling
 #: by ``1/scale`` can never turn a finite gradient into inf just because the scale is tiny.
 #: torch's scale, halved 144 times from 2**16, reaches the subnormal 2**-128, whose reciprocal
@@ -28,14 +30,6 @@ LONGEST_OVERFLOW_STREAK = 3
 FLOOR_HITS = 4
 STEPS_BELOW_ONE = 5
 N_COUNTERS = 6
-COUNTER_NAMES: tuple[str, ...] = (
-    "steps",
-    "skipped_steps",
-    "overflow_streak",
-    "longest_overflow_streak",
-    "floor_hits",
-    "steps_below_one",
-)
 
 
 # ``ScaleState.probe`` holds, side by side, the values whose comparison with ``limits`` gives
@@ -155,10 +149,6 @@ class ScaleState:
     def set_scale_range(self, low: float, high: float) -> None:
         self.scale_range[0].fill_(low)
         self.scale_range[1].fill_(-high)
-
-    def scale_range_host(self) -> list[float]:
-        low, negative_high = self.scale_range.tolist()
-        return [low, -negative_high]
 
     def to_host(self) -> dict[str, Any]:
         """Everything as Python values, in one device-to-host copy (fp64 holds the int64
@@ -361,8 +351,18 @@ def _update_graph_for(
                 _update_eagerly(state, found_inf, key)
             finally:
                 graph.capture_end()
-    except RuntimeError:
-        state.update_graph = False
+    except RuntimeError as error:
+        give_up_capturing(state, error)
         return None
     state.update_graph = UpdateGraph(key, found_inf, graph)
     return state.update_graph
+
+
+def give_up_capturing(state: ScaleState, error: RuntimeError) -> None:
+    """Use the eager update from now on, and say so once: it costs host time every step."""
+    state.update_graph = False
+    warn_at_caller(
+        f"GradScaler could not capture its update as a CUDA graph ({error}); every update() "
+        "now launches its dozen small kernels one by one (correct, but slower on the host)",
+        RuntimeWarning,
+    )

@@ -17,7 +17,7 @@ import libcst as cst
 
 from linter.rules._bf16_families import Bf16Family, bf16_family
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import ModuleIndex
+from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex
 
 BF16 = "bf16"
 FP16 = "fp16"
@@ -65,10 +65,6 @@ _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 
 #: Methods that return the same model, dtype unchanged.
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
-
-
-#: How many same-module calls deep a model is followed into a function's parameters.
-MAX_CALL_DEPTH = 3
 
 
 def _parameter_position(function: cst.FunctionDef, name: str) -> int | None:

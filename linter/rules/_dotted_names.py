@@ -46,7 +46,7 @@ class ImportAliases:
                 for alias in statement.names:
                     full = _module_path(alias.name)
                     if alias.asname is not None:
-                        local = _module_path(alias.asname.name)  # type: ignore[arg-type]
+                        local = _module_path(alias.asname.name)
                         self.aliases[local] = full
                     else:
                         root = full.partition(".")[0]
@@ -56,9 +56,7 @@ class ImportAliases:
                 for alias in statement.names:
                     imported = _module_path(alias.name)
                     local = (
-                        _module_path(alias.asname.name)  # type: ignore[arg-type]
-                        if alias.asname is not None
-                        else imported
+                        _module_path(alias.asname.name) if alias.asname is not None else imported
                     )
                     self.aliases[local] = f"{module}.{imported}"
 

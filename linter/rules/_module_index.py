@@ -7,10 +7,17 @@ plain visitor that records them costs one traversal, done once per module for al
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar, cast
 
 import libcst as cst
 
 from linter._rule import ModuleContext
+
+#: How many same-module calls deep an analysis follows a function to its callers (the loop
+#: behind a helper, the model behind a parameter): one limit for every rule.
+MAX_CALL_DEPTH = 4
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 _COLLECTED = (
     cst.Call,
@@ -52,8 +59,9 @@ class ModuleIndex(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self._stack.pop()
 
-    def nodes(self, kind: type[cst.CSTNode]) -> list[cst.CSTNode]:
-        return self.by_type[kind]
+    def nodes(self, kind: type[_Node]) -> list[_Node]:
+        """The collected nodes of type ``kind``, in source order (typed as ``kind``)."""
+        return cast("list[_Node]", self.by_type[kind])
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Parents of ``node``, innermost first, up to the module."""

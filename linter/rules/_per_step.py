@@ -47,7 +47,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.rules._dotted_names import dotted_name, last_part
-from linter.rules._module_index import ModuleIndex
+from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex
 
 #: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
 LIGHTNING_PER_STEP_HOOKS = frozenset(
@@ -185,9 +185,6 @@ CLOCK_WORDS = re.compile(r"^(time|perf_counter|monotonic)$|elapsed|last_log|last
 
 #: Scaler methods that mark where the steps happen.
 _STEP_METHODS = frozenset({"step", "update"})
-
-#: How many same-module calls deep to look for the loop behind a function.
-MAX_CALL_DEPTH = 4
 
 
 @dataclass(frozen=True, slots=True)

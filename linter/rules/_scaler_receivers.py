@@ -77,18 +77,18 @@ class ScalerReceivers:
         assignments = [
             (target, node.value)
             for node in index.nodes(cst.Assign)
-            for target in (t.target for t in node.targets)  # type: ignore[attr-defined]
+            for target in (t.target for t in node.targets)
         ] + [
-            (node.target, node.value)  # type: ignore[attr-defined]
+            (node.target, node.value)
             for node in index.nodes(cst.AnnAssign)
-            if node.value is not None  # type: ignore[attr-defined]
+            if node.value is not None
         ]
         for node in index.nodes(cst.AnnAssign):
-            name = dotted_name(node.target)  # type: ignore[attr-defined]
-            if name and self._is_scaler_type(node.annotation.annotation):  # type: ignore[attr-defined]
+            name = dotted_name(node.target)
+            if name and self._is_scaler_type(node.annotation.annotation):
                 self.proven.add(name)
         for function in index.nodes(cst.FunctionDef):
-            for param in function.params.params + function.params.kwonly_params:  # type: ignore[attr-defined]
+            for param in (*function.params.params, *function.params.kwonly_params):
                 if param.annotation is not None and self._is_scaler_type(
                     param.annotation.annotation
                 ):

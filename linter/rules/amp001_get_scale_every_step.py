@@ -57,22 +57,22 @@ def _scale_tensor_owner(node: cst.BaseExpression) -> cst.BaseExpression | None:
 
 def _reads(index: ModuleIndex, receivers: ScalerReceivers) -> Iterator[ScaleRead]:
     for call in index.nodes(cst.Call):
-        func = call.func  # type: ignore[attr-defined]
+        func = call.func
         if isinstance(func, cst.Attribute):
-            if func.attr.value == "get_scale" and _no_args(call):  # type: ignore[arg-type]
+            if func.attr.value == "get_scale" and _no_args(call):
                 if receivers.looks_like(func.value):
                     yield ScaleRead(call, dotted_name(func.value) or "")
-            elif func.attr.value in _TO_HOST_METHODS and _no_args(call):  # type: ignore[arg-type]
+            elif func.attr.value in _TO_HOST_METHODS and _no_args(call):
                 owner = _scale_tensor_owner(func.value)
                 if owner is not None and receivers.proves(owner):
                     yield ScaleRead(call, dotted_name(owner) or "")
-        elif isinstance(func, cst.Name) and func.value == "float" and len(call.args) == 1:  # type: ignore[attr-defined]
-            owner = _scale_tensor_owner(call.args[0].value)  # type: ignore[attr-defined]
+        elif isinstance(func, cst.Name) and func.value == "float" and len(call.args) == 1:
+            owner = _scale_tensor_owner(call.args[0].value)
             if owner is not None and receivers.proves(owner):
                 yield ScaleRead(call, dotted_name(owner) or "")
     for subscript in index.nodes(cst.Subscript):
-        value = subscript.value  # type: ignore[attr-defined]
-        elements = subscript.slice  # type: ignore[attr-defined]
+        value = subscript.value
+        elements = subscript.slice
         if not (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
@@ -285,9 +285,7 @@ for i, batch in enumerate(loader):
         if _MAYBE_A_READ.search(context.source) is None:
             return
         index = module_index(context)
-        aliases = ImportAliases(
-            index.nodes(cst.Import) + index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
-        )
+        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
         receivers = ScalerReceivers(index, aliases)
         reads = list(_reads(index, receivers))
         if not reads:

@@ -6,6 +6,8 @@ Skipped without CUDA (CI has none); run on a GPU machine with
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -93,3 +95,22 @@ def test_floor_is_respected_by_the_replayed_update() -> None:
         )
     assert state.to_host()["scale"] == SAFETY_FLOOR
     assert torch.isfinite(1 / state.scale)
+
+
+def test_a_failed_capture_warns_once_and_updates_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("capture refused")
+
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "capture_begin", refuse)
+    scaler = GradScaler("cuda", growth_interval=1)
+    param = torch.nn.Parameter(torch.ones(2, device="cuda"))
+    optimizer = torch.optim.Adam([param], fused=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            scaler.scale(param.sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    failed = [w for w in caught if "capture refused" in str(w.message)]
+    assert [(w.category, w.filename) for w in failed] == [(RuntimeWarning, __file__)]
+    assert scaler.get_scale() == 2.0**19

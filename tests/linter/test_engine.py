@@ -227,3 +227,28 @@ def test_named_pipe_is_reported_not_read(tmp_path: Path) -> None:
     os.mkfifo(pipe)
     report = lint_file(str(pipe), [PrintCall()])
     assert report.errors[0].message == "not a regular file"
+
+
+def test_a_run_without_worker_processes_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import concurrent.futures
+
+    class NoWorkers:
+        def __init__(self, *args, **kwargs) -> None:
+            raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoWorkers)
+    monkeypatch.setattr(engine, "_SAID_SERIAL", [])
+    jobs = []
+    for number in range(engine.PARALLEL_MIN_FILES):
+        path = tmp_path / f"f{number}.py"
+        path.write_text("print(1)\n")
+        jobs.append(engine.Job(str(path), (PrintCall(),)))
+    for _ in range(2):
+        reports = engine.run_jobs(jobs, workers=2)
+        assert sum(len(report.diagnostics) for report in reports) == len(jobs)
+    assert capsys.readouterr().err == (
+        "amp-lint: warning: no worker processes (OSError: [Errno 38] Function not implemented); "
+        "linting in one process\n"
+    )

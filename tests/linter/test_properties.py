@@ -6,9 +6,10 @@ import re
 
 import hypothesmith
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from lint_dummies import EveryName, PrintCall
+from training_programs import training_program
 
 from linter._diagnostic import Diagnostic
 from linter._engine import lint_bytes, lint_text
@@ -78,3 +79,30 @@ def test_generated_syntax_trees_lint_cleanly_with_positions_inside(source: str) 
     assert report.errors == ()
     for diagnostic in report.diagnostics:
         assert_inside(source, diagnostic)
+
+
+@settings(BOUNDED, max_examples=80)
+@given(training_program())
+def test_training_loop_programs_run_the_real_rules_without_errors(source: str) -> None:
+    rules = [rule() for rule in ALL_RULES]
+    # The point of these programs: they pass the pre-filters, so the rules really run.
+    assert [type(rule).wants(source) for rule in rules] == [True] * len(rules)
+    report = lint_text("train.py", source, rules)
+    assert report.parsed
+    assert report.errors == ()
+    for diagnostic in report.diagnostics:
+        assert_inside(source, diagnostic)
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
+def test_the_generated_programs_reach_findings_of_every_rule(rule) -> None:
+    # Guards the fuzzing above against a generator that only ever makes clean programs.
+    def has_finding(source: str) -> bool:
+        return any(d.code == rule.code for d in lint_text("t.py", source, [rule()]).diagnostics)
+
+    # Generation only: shrinking the example found would cost more than finding it.
+    find(
+        training_program(),
+        has_finding,
+        settings=settings(BOUNDED, max_examples=300, phases=[Phase.generate]),
+    )

@@ -121,3 +121,51 @@ def test_a_collapsed_torch_checkpoint_loads_at_the_floor_and_training_recovers()
     assert torch.isfinite(param).all()
     torch.testing.assert_close(param.detach(), torch.zeros(4), rtol=0, atol=1e-6)  # 1 - 10 * 0.1
     assert ours.get_scale() == SAFETY_FLOOR * 2**10
+
+
+# The device path: fused Adam/AdamW (the recommended setup) skip inside their own kernel, and
+# ours updates the scale with device ops instead of the host mirror. Same checks against torch.
+FUSED_OPTIMIZERS = {
+    "adam": lambda params: torch.optim.Adam(params, lr=0.1, fused=True),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=0.1, fused=True),
+}
+
+
+def overflowing_fused_steps(scaler, optimizer_name: str, steps: int) -> list[float]:
+    """``overflowing_steps`` through a fused optimizer; the scale read via the tensor."""
+    param = torch.nn.Parameter(torch.ones(4))
+    optimizer = FUSED_OPTIMIZERS[optimizer_name]([param])
+    history = []
+    for _ in range(steps):
+        scaler.scale(torch.ones(()))
+        param.grad = torch.full((4,), float("inf"))
+        scaler.step(optimizer)
+        scaler.update()
+        history.append(scaler._scale.item())
+    assert torch.equal(param.detach(), torch.ones(4))  # every step was skipped
+    return history
+
+
+@pytest.mark.parametrize("optimizer_name", sorted(FUSED_OPTIMIZERS))
+def test_fused_path_matches_torch_above_the_floor_and_stops_there(optimizer_name: str) -> None:
+    ours = overflowing_fused_steps(GradScaler("cpu"), optimizer_name, 200)
+    theirs = overflowing_fused_steps(torch.amp.GradScaler("cpu"), optimizer_name, 170)
+    assert ours[:142] == theirs[:142]
+    assert theirs[144 - 1] == 2.0**-128  # torch collapses on this path too
+    assert theirs[-1] == 0.0
+    assert all(scale == SAFETY_FLOOR for scale in ours[142:])
+
+
+@pytest.mark.parametrize("optimizer_name", sorted(FUSED_OPTIMIZERS))
+def test_fused_path_keeps_params_finite_and_training_resumes(optimizer_name: str) -> None:
+    scaler = GradScaler("cpu", growth_interval=1)
+    overflowing_fused_steps(scaler, optimizer_name, 300)
+    assert scaler.stats().floor_hits == 300 - 142
+    param = torch.nn.Parameter(torch.ones(4))
+    optimizer = FUSED_OPTIMIZERS[optimizer_name]([param])
+    for _ in range(20):
+        clean_step(scaler, param, optimizer)
+    assert torch.isfinite(param).all()
+    # Adam's first steps move each weight by about lr against the sign of its gradient (+1).
+    assert (param.detach() < 1.0 - 0.1 * 10).all()
+    assert scaler.get_scale() == 2.0**-126 * 2.0**20

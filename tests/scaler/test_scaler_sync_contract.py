@@ -52,12 +52,11 @@ def syncs_per_call(model, optimizer, scaler, poison: bool) -> dict[str, int]:
     return counts
 
 
+@pytest.mark.parametrize("mode", ["foreach", "fused"])
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("poison", [False, True], ids=["clean", "overflow"])
-def test_scale_unscale_update_never_sync(config: str, poison: bool) -> None:
-    model, optimizer, scaler = prepared(
-        "adam", "foreach", lambda: GradScaler("cpu", **CONFIGS[config])
-    )
+def test_scale_unscale_update_never_sync(config: str, poison: bool, mode: str) -> None:
+    model, optimizer, scaler = prepared("adam", mode, lambda: GradScaler("cpu", **CONFIGS[config]))
     for _ in range(3):
         counts = syncs_per_call(model, optimizer, scaler, poison)
         assert (counts["scale"], counts["unscale_"], counts["update"]) == (0, 0, 0)
@@ -130,10 +129,13 @@ def test_torch_get_scale_is_one_sync_too() -> None:
 
 
 def test_counter_sees_a_hidden_item() -> None:
-    # The counter is the contract's instrument: it must catch each spelling of a host read.
+    # The counter is the contract's instrument: it must catch each spelling of a host read
+    # (every spelling has its own test in test_sync_counter.py).
     t = torch.ones(())
     with count_syncs() as counter:
         t.item()
         bool(t)
         float(t)
-    assert counter.count == 3
+        t.tolist()
+        t.cpu()
+    assert counter.count == 5

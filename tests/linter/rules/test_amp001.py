@@ -57,6 +57,12 @@ def test_get_scale_with_arguments_is_a_look_alike() -> None:
     assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale(0)")) == []
 
 
+def test_get_scale_with_arguments_is_a_look_alike_in_a_file_that_also_reads_the_scale() -> None:
+    # A real read elsewhere lets the file past the text pre-check, so the call itself is judged.
+    setup = "import torch\nscaler = torch.amp.GradScaler('cuda')\nprint(scaler.get_scale())"
+    assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale(0)")) == []
+
+
 def test_scaler_named_variable_holding_another_class_is_not_a_scaler() -> None:
     setup = "from sklearn.preprocessing import StandardScaler\nscaler = StandardScaler()"
     assert lines(LOOP_READ.format(setup=setup, read="scaler.get_scale()")) == []

@@ -1,0 +1,183 @@
+"""Hypothesis strategies for training-loop-shaped programs: the code the real rules look at.
+
+hypothesmith's programs never mention a scaler or a bf16 checkpoint, so they stop at every rule's
+pre-filter. These are assembled from the pieces real training scripts are made of — imports,
+model loads and casts, scalers (bound, aliased, owned by a wrapper), fp16 switches, loops, hooks,
+helpers called from a loop, periodic and accumulation guards, early exits — nested at random, so
+the rules' analyses (per-step context, guards, pairing of fp16 sites with bf16 origins) run on
+shapes no hand-written fixture has.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+IMPORTS = (
+    "import torch",
+    "import torch.nn as nn",
+    "from torch.amp import GradScaler",
+    "from torch.cuda.amp import GradScaler as CudaScaler, autocast",
+    "from transformers import AutoModelForCausalLM, Trainer, TrainingArguments",
+    "from accelerate import Accelerator",
+    "import lightning as L",
+)
+MODELS = (
+    'model = AutoModelForCausalLM.from_pretrained("google/gemma-2-2b", torch_dtype=torch.bfloat16)',
+    'model = AutoModelForCausalLM.from_pretrained("t5-base", dtype="bfloat16")',
+    'model = AutoModelForCausalLM.from_pretrained("gpt2")',
+    "model = Net().to(torch.bfloat16)",
+    "model = Net().bfloat16()",
+    "model = Net().cuda()",
+    "dtype = torch.bfloat16 if args.bf16 else torch.float16",
+    "model = Net().to(dtype)",
+    "model.half()",
+)
+SCALERS = (
+    'scaler = torch.amp.GradScaler("cuda")',
+    "scaler = GradScaler()",
+    "scaler = CudaScaler(enabled=args.fp16)",
+    'accelerator = Accelerator(mixed_precision="fp16")',
+    "scaler = accelerator.scaler",
+    "self.grad_scaler = torch.cuda.amp.GradScaler()",
+    'args = TrainingArguments("out", fp16=True)',
+    "trainer = Trainer(model=model, args=args)",
+    "trainer.train()",
+)
+#: One-line statements of a training step (the ``scaler`` may be any receiver above).
+STEP = (
+    "loss = model(batch).loss",
+    "loss = criterion(model(x), y)",
+    "scaler.scale(loss).backward()",
+    "loss.backward()",
+    "scaler.unscale_(optimizer)",
+    "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
+    "scaler.step(optimizer)",
+    "scaler.update()",
+    "optimizer.zero_grad()",
+    "print(scaler.get_scale())",
+    "scale = scaler.get_scale()",
+    "log({'scale': self.grad_scaler.get_scale()})",
+    "value = scaler._scale.item()",
+    "value = float(scaler._scale)",
+    'value = scaler.state_dict()["scale"]',
+    "value = accelerator.scaler.get_scale()",
+    "model = model.half()",
+    "step += 1",
+    "pass",
+)
+#: Statements that end a block early (only valid in some places; see `block`).
+EXITS = ("continue", "break", "return", "raise StopIteration")
+#: Headers of nested blocks; ``{}`` is replaced by the loop variable.
+GUARDS = (
+    "if step % log_every == 0:",
+    "if (i + 1) % accum_steps == 0:",
+    "if args.verbose:",
+    "if not is_logging_step:",
+    "if scaler.is_enabled():",
+    "with torch.autocast('cuda', dtype=torch.float16):",
+    "with torch.autocast('cuda', dtype=torch.bfloat16):",
+    "with autocast():",
+    "try:",
+)
+LOOPS = (
+    "for step, batch in enumerate(loader):",
+    "for i in range(num_steps):",
+    "for s in scalers:",
+    "while True:",
+    "for epoch in range(epochs):",
+)
+HOOKS = (
+    "def training_step(self, batch, batch_idx):",
+    "def on_train_batch_end(self, outputs, batch, batch_idx):",
+    "def on_step_end(self, args, state, control, **kwargs):",
+    "def on_before_optimizer_step(self, optimizer):",
+    "def step(self, closure=None):",
+    "def log_scale(self):",
+)
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
+
+
+@st.composite
+def block(draw: st.DrawFn, depth: int, in_loop: bool, in_function: bool) -> list[str]:
+    """A non-empty list of statement lines, nesting guards and loops up to ``depth``."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(("step", "step", "guard", "loop", "exit")))
+        if kind == "guard" and depth > 0:
+            header = draw(st.sampled_from(GUARDS))
+            lines += [header, *_indent(draw(block(depth - 1, in_loop, in_function)))]
+            if header == "try:":
+                lines += ["except RuntimeError:", "    pass"]
+            elif header.startswith("if") and draw(st.booleans()):
+                lines += ["else:", *_indent(draw(block(depth - 1, in_loop, in_function)))]
+        elif kind == "loop" and depth > 0:
+            lines += [
+                draw(st.sampled_from(LOOPS)),
+                *_indent(draw(block(depth - 1, True, in_function))),
+            ]
+        elif kind == "exit":
+            allowed = [
+                e
+                for e in EXITS
+                if (e in ("continue", "break") and in_loop)
+                or (e == "return" and in_function)
+                or e.startswith("raise")
+            ]
+            lines.append(draw(st.sampled_from(allowed)))
+        else:
+            lines.append(draw(st.sampled_from(STEP)))
+    return lines
+
+
+#: Each program has one of each, so that every rule's pre-filter lets it through.
+BF16_ORIGINS = tuple(line for line in MODELS if "bfloat16" in line and "dtype =" not in line)
+FP16_SWITCHES = tuple(line for line in SCALERS if "Scaler" in line or "fp16" in line)
+SCALE_READS = tuple(
+    line for line in STEP if any(read in line for read in ("get_scale", "._scale", '"scale"'))
+)
+
+
+@st.composite
+def training_program(draw: st.DrawFn) -> str:
+    """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
+
+    It always holds a bf16 origin, an fp16 switch, a backward and a read of the scale (somewhere
+    among the rest), so that the real rules parse and analyse it.
+    """
+    lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
+    lines += draw(
+        st.permutations(
+            [
+                draw(st.sampled_from(BF16_ORIGINS)),
+                *draw(st.lists(st.sampled_from(MODELS), max_size=2)),
+            ]
+        )
+    )
+    lines += [
+        draw(st.sampled_from(FP16_SWITCHES)),
+        *draw(st.lists(st.sampled_from(SCALERS), max_size=2)),
+    ]
+    first_loop = draw(block(2, True, False))
+    # Between the loop body's own statements, never inside a nested block or before an else.
+    boundaries = [
+        i for i, line in enumerate(first_loop) if not line.startswith((" ", "else", "except"))
+    ]
+    at = draw(st.sampled_from([*boundaries, len(first_loop)]))
+    first_loop[at:at] = ["scaler.scale(loss).backward()", draw(st.sampled_from(SCALE_READS))]
+    lines += [draw(st.sampled_from(LOOPS)), *_indent(first_loop)]
+    for _ in range(draw(st.integers(1, 3))):
+        shape = draw(st.sampled_from(("loop", "helper", "hook")))
+        if shape == "loop":
+            lines += [draw(st.sampled_from(LOOPS)), *_indent(draw(block(2, True, False)))]
+        elif shape == "helper":
+            lines += ["def train_step(batch):", *_indent(draw(block(2, False, True)))]
+            lines += [draw(st.sampled_from(LOOPS)), "    train_step(batch)"]
+        else:
+            hook = draw(st.sampled_from(HOOKS))
+            base = draw(st.sampled_from(("L.LightningModule", "TrainerCallback", "Optimizer")))
+            body = _indent(draw(block(2, False, True)))
+            lines += [f"class Hooked({base}):", *_indent([hook, *body])]
+    return "\n".join(lines) + "\n"
