@@ -24,7 +24,8 @@ def test_missing_framework_names_the_extra(
 ) -> None:
     monkeypatch.setitem(sys.modules, missing, None)  # what `import missing` sees when absent
     monkeypatch.delitem(sys.modules, f"scaler.integrations.{integration}", raising=False)
-    expected = rf"needs '{missing}'.*pip install '{re.escape(extra)}'"
+    name = extra.removeprefix("ampscale")
+    expected = rf"needs '{missing}'.*extra {re.escape(extra)}.*pip install '{re.escape('.' + name)}'"
     with pytest.raises(ImportError, match=expected):
         importlib.import_module(f"scaler.integrations.{integration}")
 
