@@ -13,5 +13,6 @@ def require(module: str, extra: str, integration: str) -> ModuleType:
     except ImportError as exc:
         raise ImportError(
             f"scaler.integrations.{integration} needs {module!r}, which is not installed: "
-            f"install the extra ampscale[{extra}] (in a clone of ampscale: pip install '.[{extra}]')"
+            f"install the extra ampscale[{extra}] "
+            f"(in a clone of ampscale: pip install '.[{extra}]')"
         ) from exc

@@ -25,7 +25,8 @@ def test_missing_framework_names_the_extra(
     monkeypatch.setitem(sys.modules, missing, None)  # what `import missing` sees when absent
     monkeypatch.delitem(sys.modules, f"scaler.integrations.{integration}", raising=False)
     name = extra.removeprefix("ampscale")
-    expected = rf"needs '{missing}'.*extra {re.escape(extra)}.*pip install '{re.escape('.' + name)}'"
+    clone = re.escape("." + name)
+    expected = rf"needs '{missing}'.*extra {re.escape(extra)}.*pip install '{clone}'"
     with pytest.raises(ImportError, match=expected):
         importlib.import_module(f"scaler.integrations.{integration}")
 
