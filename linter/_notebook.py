@@ -34,6 +34,8 @@ PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "p
 
 #: ``name = !cmd`` / ``name = %magic``: IPython's assignment forms.
 _ASSIGNED_MAGIC = re.compile(r"^(\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*)([!%].*)$")
+#: How rules' messages name another line of the module ("the loop at line 14").
+_LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
 #: ``obj?`` / ``obj.attr??``: help requests.
 _HELP = re.compile(r"^\s*[\w.]+\?\??\s*$")
 
@@ -157,6 +159,7 @@ class Notebook:
             )
         return replace(
             diagnostic,
+            message=_LINE_IN_MESSAGE.sub(self._cell_line, diagnostic.message),
             cell=cell.number,
             line=diagnostic.line - shift,
             end_line=max(diagnostic.end_line - shift, 0),
@@ -168,6 +171,14 @@ class Notebook:
             ),
             fix=fix,
         )
+
+    def _cell_line(self, match: re.Match[str]) -> str:
+        """"line 14" of the joined module, as "cell 5, line 2" (what Jupyter shows)."""
+        line = int(match[1])
+        if not self.cells or line < 1:
+            return match[0]
+        cell = self.cell_at(line)
+        return f"cell {cell.number}, line {line - cell.first_line + 1}"
 
     def _located(self, related: RelatedLocation) -> RelatedLocation:
         cell = self.cell_at(related.line)
