@@ -173,7 +173,7 @@ class Notebook:
         )
 
     def _cell_line(self, match: re.Match[str]) -> str:
-        """"line 14" of the joined module, as "cell 5, line 2" (what Jupyter shows)."""
+        """ "line 14" of the joined module, as "cell 5, line 2" (what Jupyter shows)."""
         line = int(match[1])
         if not self.cells or line < 1:
             return match[0]
