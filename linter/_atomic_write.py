@@ -21,11 +21,16 @@ class WriteError(Exception):
     """The file was not written; the message says why, in one line, without the path."""
 
 
-def write_atomically(path: str, data: bytes, *, expected: bytes | None = None) -> None:
+def write_atomically(
+    path: str, data: bytes, *, expected: bytes | None = None, durable: bool = True
+) -> None:
     """Replace ``path`` with ``data``, keeping its permission bits.
 
     With ``expected``, the file must still hold exactly those bytes (what was read and fixed):
     a file edited meanwhile — by the user's editor, by another tool — is not overwritten.
+    ``durable=False`` skips the ``fsync`` calls: the rename is still atomic for other readers,
+    but a power cut may lose (or, on some file systems, empty) the file — fine for a cache whose
+    reader checks every entry, far too costly to pay per entry (thousands per run).
     """
     folder = os.path.dirname(path) or os.curdir
     try:
@@ -49,7 +54,8 @@ def write_atomically(path: str, data: bytes, *, expected: bytes | None = None) -
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                os.fsync(stream.fileno())
         if mode is not None:
             os.chmod(temporary, mode)
         os.replace(temporary, path)
@@ -60,7 +66,8 @@ def write_atomically(path: str, data: bytes, *, expected: bytes | None = None) -
         if isinstance(error, OSError):
             raise WriteError(f"cannot write: {error.strerror or error}") from None
         raise
-    _sync_folder(folder)
+    if durable:
+        _sync_folder(folder)
 
 
 def _sync_folder(folder: str) -> None:

@@ -96,7 +96,7 @@ class ResultCache:
             self._prepare()
             target = self._entry(key)
             target.parent.mkdir(exist_ok=True)
-            write_atomically(str(target), entry.encode())
+            write_atomically(str(target), entry.encode(), durable=False)
         except (OSError, WriteError):
             self._broken = True
 
