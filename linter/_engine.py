@@ -1,8 +1,10 @@
-"""Lint one file: read, decode, pre-filter, parse once, run the rules, position, apply ``# noqa``.
+"""Lint one file: read, decode, pre-filter, parse once, run the rules, position, apply ``# noqa``;
+then, when asked, fix it.
 
-The order is the performance design: most files mention none of a rule's trigger words, so they
-are decoded and searched but never parsed; positions (libcst metadata) are computed only for
-files with findings. Nothing here imports or executes the code it reads.
+The order is the performance design: a cached result needs nothing more; most files mention none
+of a rule's trigger words, so they are decoded and searched but never parsed; positions (libcst
+metadata) are computed only for files with findings. A notebook is linted as the module its code
+cells make (see _notebook). Nothing here imports or executes the code it reads.
 """
 
 from __future__ import annotations
@@ -368,7 +370,10 @@ def run_jobs(
         done = _in_workers([job for _, job, _ in heavy], count)
     for (index, _, key), report in zip(heavy, done, strict=True):
         reports[index] = report
-        if cache is not None and key is not None and report.change is None:
+        # A fix run's report describes a file that was (or failed to be) rewritten: not a
+        # result for the bytes that were read.
+        fixing = job.fix is not None and (report.change or report.notes or report.errors)
+        if cache is not None and key is not None and not fixing:
             cache.store(key, report)
     return [report for report in reports if report is not None]
 

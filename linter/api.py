@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Literal, overload
 
 from linter._diagnostic import Diagnostic, FileError
 from linter._discovery import Excluder, discover
@@ -78,6 +78,34 @@ class FixedSource:
     notes: tuple[str, ...]
 
 
+@overload
+def lint_source(
+    source: str | bytes,
+    path: str = ...,
+    *,
+    select: Sequence[str] | None = ...,
+    ignore: Sequence[str] | None = ...,
+    settings: Settings | None = ...,
+    rules: Sequence[type[Rule]] | None = ...,
+    fix: Literal[False] = ...,
+    unsafe_fixes: bool = ...,
+) -> list[Diagnostic]: ...
+
+
+@overload
+def lint_source(
+    source: str | bytes,
+    path: str = ...,
+    *,
+    select: Sequence[str] | None = ...,
+    ignore: Sequence[str] | None = ...,
+    settings: Settings | None = ...,
+    rules: Sequence[type[Rule]] | None = ...,
+    fix: Literal[True],
+    unsafe_fixes: bool = ...,
+) -> str: ...
+
+
 def lint_source(
     source: str | bytes,
     path: str = "<string>",
@@ -88,7 +116,7 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = None,
     fix: bool = False,
     unsafe_fixes: bool = False,
-) -> Any:
+) -> list[Diagnostic] | str:
     """Lint one module's source; ``path`` names it in diagnostics and for per-file-ignores.
 
     Returns the diagnostics; with ``fix=True``, the fixed source text instead (safe fixes, and

@@ -219,6 +219,16 @@ class TestSafeWrites:
             capsys.readouterr().err
         )
 
+    def test_a_failed_write_is_not_remembered_by_the_cache(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = write("train.py", "print(1)\n")
+        path.chmod(0o444)
+        assert main(["--fix", "train.py"]) == 2
+        capsys.readouterr()
+        assert main(["train.py"]) == 1
+        assert "not fixed" not in capsys.readouterr().err
+
     def test_a_read_only_folder_is_an_error_and_leaves_no_trace(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
