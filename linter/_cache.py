@@ -40,9 +40,16 @@ _CACHEDIR_TAG = (
 )
 
 
-def default_cache_dir(root: str | None) -> str:
-    """``$AMP_LINT_CACHE_DIR``, else ``.amp_lint_cache`` in ``root`` (or the current folder)."""
-    return os.environ.get(CACHE_ENV) or os.path.join(root or os.getcwd(), CACHE_FOLDER)
+def cache_location(explicit: str | None, configured: str | None, root: str | None) -> str:
+    """Where the cache lives, as ruff decides: the command line's ``--cache-dir``, else
+    ``$AMP_LINT_CACHE_DIR``, else the ``cache-dir`` setting, else ``.amp_lint_cache`` in the
+    configuration's folder (``root``), or in the current folder when there is no configuration."""
+    return (
+        explicit
+        or os.environ.get(CACHE_ENV)
+        or configured
+        or os.path.join(root or os.getcwd(), CACHE_FOLDER)
+    )
 
 
 def _code_fingerprint() -> str:

@@ -197,8 +197,8 @@ def lint_paths(
     ``fix`` applies the safe fixes (and the unsafe ones with ``unsafe_fixes``) and writes the
     files; ``diff`` computes the same changes without writing (standard input is never
     written: its fixed text is in `LintResult.changes`). ``cache_dir`` keeps results there
-    (see `default_cache_dir`); without it nothing is cached. ``stdin`` is what ``"-"`` reads
-    (default: standard input itself).
+    (the command's default is ``.amp_lint_cache``); without it nothing is cached. ``stdin`` is
+    what ``"-"`` reads (default: standard input itself).
     """
     plan = _Plan.build(
         settings, select=select, ignore=ignore, extend_select=extend_select, rules=rules

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from linter._cache import CACHE_ENV, default_cache_dir
+from linter._cache import CACHE_ENV, cache_location
 from linter._selection import SelectorError, find_rule
 from linter._version import __version__
 from linter.api import STDIN, LintResult, lint_paths
@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
             stdin=stdin,
             cache_dir=None
             if args.no_cache
-            else _cache_dir(args, settings.cache_dir, settings.root),
+            else cache_location(args.cache_dir, settings.cache_dir, settings.root),
         )
     except (ConfigError, SelectorError) as error:
         return _usage_error(str(error))
@@ -248,11 +248,6 @@ def _run(args: argparse.Namespace) -> int:
     if result.diagnostics and not args.exit_zero and not args.fix_only:
         return EXIT_FINDINGS
     return EXIT_CLEAN
-
-
-def _cache_dir(args: argparse.Namespace, configured: str | None, root: str | None) -> str:
-    """--cache-dir, else $AMP_LINT_CACHE_DIR, else the cache-dir setting, else the default."""
-    return args.cache_dir or os.environ.get(CACHE_ENV) or configured or default_cache_dir(root)
 
 
 def _report_diff(result: LintResult) -> int:

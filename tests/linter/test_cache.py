@@ -172,3 +172,11 @@ def test_two_concurrent_runs_share_the_cache_safely(project: Path) -> None:
     third = lint_paths(["."], cache_dir=CACHE_FOLDER)
     assert third.files_cached == 62
     assert third.diagnostics == expected.diagnostics
+
+
+def test_cache_dir_setting_is_relative_to_its_pyproject(project: Path) -> None:
+    (project / "pyproject.toml").write_text('[tool.amp-lint]\ncache-dir = "build/lint-cache"\n')
+    (project / "sub").mkdir()
+    os.chdir(project / "sub")
+    assert main([".."]) == 1
+    assert len(entries(project / "build" / "lint-cache")) == 2

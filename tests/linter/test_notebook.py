@@ -180,3 +180,11 @@ def test_a_non_python_notebook_is_not_linted(fix_registry: None) -> None:
     document["metadata"] = {"kernelspec": {"language": "R", "name": "ir"}}
     Path("r.ipynb").write_text(json.dumps(document))
     assert main(["r.ipynb"]) == 0
+
+
+def test_extend_include_adds_to_the_collected_files(fix_registry: None) -> None:
+    Path("stub.pyi").write_text("print(1)\n")
+    Path("train.py").write_text("x = 1\n")
+    assert lint_paths(["."]).files_checked == 1
+    Path("pyproject.toml").write_text('[tool.amp-lint]\nextend-include = ["*.pyi"]\n')
+    assert main(["."]) == 1
