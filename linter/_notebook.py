@@ -32,8 +32,12 @@ NOTEBOOK_SUFFIX = ".ipynb"
 #: ``%%writefile``, ``%%html``...) makes the whole cell foreign text.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3"})
 
+#: A line magic or shell escape at the start of a line: ``%pip``, ``%%time``, ``!ls``, ``?obj``.
+#: ``%`` and ``!`` need a name or command right after them, so that a continuation line
+#: starting with Python's ``% b)`` or ``!= 3`` is left alone.
+_MAGIC = re.compile(r"%%?[A-Za-z_]|![^\s=]|\?")
 #: ``name = !cmd`` / ``name = %magic``: IPython's assignment forms.
-_ASSIGNED_MAGIC = re.compile(r"^(\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*)([!%].*)$")
+_ASSIGNED_MAGIC = re.compile(r"^(\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*)((?:%%?[A-Za-z_]|![^\s=]).*)$")
 #: How rules' messages name another line of the module ("the loop at line 14").
 _LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
 #: ``obj?`` / ``obj.attr??``: help requests.
@@ -75,7 +79,7 @@ def mask_cell(text: str) -> tuple[str, frozenset[int]]:
         indent = body[: len(body) - len(stripped)]
         if continued or foreign_cell or (number == 1 and first.startswith("%%")):
             new = indent + "#" + stripped[1:] if stripped else body
-        elif stripped[:1] in ("%", "!", "?") or _HELP.match(body):
+        elif _MAGIC.match(stripped) or _HELP.match(body):
             new = indent + _statement_mask(stripped)
         elif assigned := _ASSIGNED_MAGIC.match(body):
             new = assigned[1] + _statement_mask(assigned[2])

@@ -188,3 +188,8 @@ def test_extend_include_adds_to_the_collected_files(fix_registry: None) -> None:
     assert lint_paths(["."]).files_checked == 1
     Path("pyproject.toml").write_text('[tool.amp-lint]\nextend-include = ["*.pyi"]\n')
     assert main(["."]) == 1
+
+
+def test_python_continuation_lines_that_start_with_operators_are_not_magics() -> None:
+    text = "x = (a\n     % b)\ny = (a\n     != b)\n"
+    assert mask_cell(text) == (text, frozenset())
