@@ -56,8 +56,7 @@ def write_atomically(
             stream.flush()
             if durable:
                 os.fsync(stream.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
+        os.chmod(temporary, mode if mode is not None else _new_file_mode())
         os.replace(temporary, path)
     except BaseException as error:
         # Whatever stopped us (a full disk, Ctrl-C), the original is still in place.
@@ -68,6 +67,13 @@ def write_atomically(
         raise
     if durable:
         _sync_folder(folder)
+
+
+def _new_file_mode() -> int:
+    """What ``open()`` would give a new file: 0o666 less the umask (mkstemp gives 0o600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _sync_folder(folder: str) -> None:
