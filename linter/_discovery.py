@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from linter._diagnostic import FileError
 from linter._patterns import PathPattern, any_match, relative_to_root
 
-#: What a folder walk collects when nothing else is configured (see config.DEFAULT_INCLUDE).
+#: Globs of the files a folder walk collects (the ``include`` setting replaces this list, as in
+#: ruff): Python modules and Jupyter notebooks. ``include = ["*.py"]`` leaves notebooks out.
 DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.ipynb")
 
 

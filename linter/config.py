@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from linter._discovery import DEFAULT_INCLUDE
 from linter._rule import Rule, RuleOption
 from linter._selection import SelectorError, check_selectors
 
@@ -43,10 +44,6 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".pytest_cache",
     ".ruff_cache",
 )
-
-#: Globs of the files a folder walk collects (``include`` replaces this list, as in ruff):
-#: Python modules and Jupyter notebooks. ``include = ["*.py"]`` leaves notebooks out.
-DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.ipynb")
 
 _LIST_KEYS = (
     "select",
