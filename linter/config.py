@@ -43,6 +43,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".mypy_cache",
     ".pytest_cache",
     ".ruff_cache",
+    ".amp_lint_cache",
 )
 
 _LIST_KEYS = (
