@@ -58,6 +58,17 @@ def test_fix_exits_1_for_what_remains(capsys: pytest.CaptureFixture[str]) -> Non
     ]
 
 
+def test_a_fix_that_does_not_verify_leaves_the_file_untouched_with_a_note(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = write("train.py", "breakme = 1\n")
+    assert main(["--fix", "train.py"]) == 1
+    assert path.read_text() == "breakme = 1\n"
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "amp-lint: note: train.py:1:1: TST104 fix not applied: the fixed code does not parse"
+    )
+
+
 def test_text_marks_fixable_findings(capsys: pytest.CaptureFixture[str]) -> None:
     write("train.py", "print(1)\nshout\n")
     assert main(["train.py"]) == 1
