@@ -40,6 +40,9 @@ _MAGIC = re.compile(r"%%?[A-Za-z_]|![^\s=]|\?")
 _ASSIGNED_MAGIC = re.compile(r"^(\s*[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*)((?:%%?[A-Za-z_]|![^\s=]).*)$")
 #: How rules' messages name another line of the module ("the loop at line 14").
 _LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
+#: One line and its line break, as Python counts lines (``str.splitlines`` also breaks at form
+#: feeds and U+2028, which would shift every position after them).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 #: ``obj?`` / ``obj.attr??``: help requests.
 _HELP = re.compile(r"^\s*[\w.]+\?\??\s*$")
 
@@ -66,7 +69,7 @@ class CodeCell:
 
 def mask_cell(text: str) -> tuple[str, frozenset[int]]:
     """The cell with IPython syntax masked (same length per line), and the masked lines."""
-    lines = text.splitlines(keepends=True)
+    lines = _LINE.findall(text)
     masked: set[int] = set()
     out: list[str] = []
     first = lines[0].strip() if lines else ""
@@ -119,7 +122,7 @@ class Notebook:
             self.cells.append(CodeCell(number, text, added, line, masked))
             self._starts.append(line)
             pieces.append(masked_text)
-            line += len(text.splitlines())
+            line += len(_LINE.findall(text))
         #: The joined, masked module the rules see.
         self.text = "".join(pieces)
 

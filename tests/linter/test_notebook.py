@@ -193,3 +193,11 @@ def test_extend_include_adds_to_the_collected_files(fix_registry: None) -> None:
 def test_python_continuation_lines_that_start_with_operators_are_not_magics() -> None:
     text = "x = (a\n     % b)\ny = (a\n     != b)\n"
     assert mask_cell(text) == (text, frozenset())
+
+
+def test_lines_are_counted_as_python_counts_them() -> None:
+    # A form feed or U+2028 inside a cell is not a line break for Python: positions after it
+    # must not shift.
+    source = notebook(("code", 'x = "a\u2028b"\f\nprint(x)'))
+    (diagnostic,) = lint_source(source, "nb.ipynb", rules=FIX_RULES)
+    assert (diagnostic.cell, diagnostic.line, diagnostic.column) == (1, 2, 1)
