@@ -198,6 +198,6 @@ def test_python_continuation_lines_that_start_with_operators_are_not_magics() ->
 def test_lines_are_counted_as_python_counts_them() -> None:
     # A form feed or U+2028 inside a cell is not a line break for Python: positions after it
     # must not shift.
-    source = notebook(("code", 'x = "a\u2028b"\f\nprint(x)'))
+    source = notebook(("code", 'x = "a\u2028b"\f\ny = 2'), ("code", "z = 3\nprint(x)"))
     (diagnostic,) = lint_source(source, "nb.ipynb", rules=FIX_RULES)
-    assert (diagnostic.cell, diagnostic.line, diagnostic.column) == (1, 2, 1)
+    assert (diagnostic.cell, diagnostic.line, diagnostic.column) == (2, 2, 1)
