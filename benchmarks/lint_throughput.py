@@ -6,6 +6,17 @@ their command-line tools on the same files with the same number of worker proces
 the table gives wall time, files/s and the ratio. A second table times one ~700-line file end to
 end, process start included: what a pre-commit hook costs per commit.
 
+Two more checks, ours alone:
+
+- Cost per finding: one generated file with 2,500 and with 20,000 ``get_scale()`` findings;
+  seconds per 1,000 findings at each size and their ratio, which stays under 1.5 when the cost
+  grows linearly (it was quadratic: 24 s for 20,000).
+- The result cache, cold against warm, on real library code: the seven wheels of transformers,
+  accelerate, diffusers, timm, peft, trl and pytorch-lightning, unpacked. ``--fetch-wheels``
+  downloads them once (``pip download --no-deps``) into ``benchmarks/.wheels`` (git-ignored);
+  ``--wheels DIR`` or ``$AMP_LINT_BENCH_WHEELS`` points at a folder of them unpacked elsewhere.
+  The smoke run never downloads, and skips this check when the corpus is absent.
+
 TorchFix comes with the ``bench`` extra (``pip install -c constraints.txt '.[bench]'``; it pins
 libcst<1.6, so locally it lives in a venv of its own: pass ``--torchfix /path/to/bin/torchfix``).
 """
@@ -21,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,6 +43,24 @@ from linter.rules import ALL_RULES
 SMOKE_MAX_BYTES = 8_000
 #: The pre-commit case: torch's own GradScaler module (714 lines in torch 2.13).
 SINGLE_FILE = Path("amp", "grad_scaler.py")
+#: How the benchmarks run amp-lint's command.
+LINTER = (sys.executable, "-m", "linter", "--exit-zero", "--quiet")
+#: Findings in the one-file complexity check (the smoke run uses a twentieth).
+FINDING_COUNTS = (2_500, 20_000)
+#: The cost per finding may grow this much from the small file to the large one.
+LINEAR_LIMIT = 1.5
+#: The library wheels of the cache check (pip names).
+WHEELS = (
+    "transformers",
+    "accelerate",
+    "diffusers",
+    "timm",
+    "peft",
+    "trl",
+    "pytorch-lightning",
+)
+#: Where ``--fetch-wheels`` puts them.
+WHEELS_HOME = Path(__file__).resolve().parent / ".wheels"
 
 
 class ParseOnly(Rule):
@@ -97,6 +127,79 @@ def row(name: str, files: int, seconds: float, baseline: float | None) -> str:
     return f"{name:<34} {files:>6} {seconds:>9.2f} {files / seconds:>9.1f} {ratio}"
 
 
+def many_findings(count: int) -> str:
+    """One module with ``count`` per-step ``get_scale()`` reads in one loop body."""
+    head = "import torch\n\nscaler = torch.amp.GradScaler('cuda')\nfor batch in loader:\n"
+    return head + "    scaler.update()\n" + "    print(scaler.get_scale())\n" * count
+
+
+def cost_per_finding(counts: Sequence[int]) -> None:
+    """Seconds per 1,000 findings at each size; their ratio shows whether cost is linear."""
+    print("\none file, many findings (API, one process, no cache):")
+    folder = Path(tempfile.mkdtemp(prefix="lint-findings-"))
+    per_thousand = []
+    for count in counts:
+        path = folder / f"findings_{count}.py"
+        path.write_text(many_findings(count))
+        start = time.perf_counter()
+        found = len(lint_paths([str(path)], jobs=1, select=["AMP001"]).diagnostics)
+        seconds = time.perf_counter() - start
+        per_thousand.append(seconds / count * 1000)
+        print(
+            f"  {found:>6} findings: {seconds:7.2f} s, {per_thousand[-1]:.3f} s per 1,000 findings"
+        )
+    ratio = per_thousand[-1] / per_thousand[0]
+    verdict = "linear" if ratio < LINEAR_LIMIT else "NOT LINEAR"
+    print(
+        f"  s per 1,000 findings at {counts[-1]:,} / at {counts[0]:,}: {ratio:.2f} "
+        f"({verdict}; the limit is {LINEAR_LIMIT})"
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def fetch_wheels(home: Path) -> Path:
+    """Download the library wheels (no dependencies) and unpack each into ``home/src``."""
+    wheels = home / "wheels"
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(wheels), *WHEELS]
+    subprocess.run(command, check=True)
+    for wheel in sorted(wheels.glob("*.whl")):
+        target = home / "src" / wheel.stem
+        if not target.exists():
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(target)
+    return home / "src"
+
+
+def wheels_corpus(explicit: str | None) -> Path | None:
+    for candidate in (explicit, os.environ.get("AMP_LINT_BENCH_WHEELS"), WHEELS_HOME / "src"):
+        if candidate and Path(candidate).is_dir() and any(Path(candidate).iterdir()):
+            return Path(candidate)
+    return None
+
+
+def cache_cold_warm(corpus: Path, jobs: int, repeat: int, limit: int | None) -> None:
+    """End-to-end CLI time on the corpus with an empty cache, then with the filled one."""
+    files = sorted(str(path) for path in corpus.rglob("*.py"))
+    notebooks = sorted(str(path) for path in corpus.rglob("*.ipynb"))
+    targets = files[:limit] if limit else [str(corpus)]
+    shown = f"{len(targets)} files" if limit else f"{len(files)} .py + {len(notebooks)} notebooks"
+    print(f"\nresult cache, cold vs warm (CLI, {jobs} jobs): {corpus} ({shown})")
+    cache = tempfile.mkdtemp(prefix="lint-cache-")
+    command = [*LINTER, "--jobs", str(jobs), "--cache-dir", cache, *targets]
+    cwd = tempfile.mkdtemp(prefix="lint-bench-")
+    cold, cold_run = timed(command, cwd)
+    warm_runs = [timed(command, cwd) for _ in range(repeat)]
+    warm = statistics.median(seconds for seconds, _ in warm_runs)
+    same = all(run.stdout == cold_run.stdout for _, run in warm_runs)
+    print(f"  cold (empty cache)   : {cold:8.2f} s")
+    print(f"  warm (median of {repeat})  : {warm:8.2f} s")
+    print(
+        f"  cold / warm          : {cold / warm:8.1f}x (same findings: {'yes' if same else 'NO'})"
+    )
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(cwd, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny corpus, for CI")
@@ -104,7 +207,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="workers, both")
     parser.add_argument("--torchfix", help="path of the torchfix executable")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each amp-lint timing")
+    parser.add_argument("--wheels", help="folder of the unpacked library wheels (cache check)")
+    parser.add_argument(
+        "--fetch-wheels", action="store_true", help=f"download the wheels into {WHEELS_HOME}"
+    )
     args = parser.parse_args()
+    if args.fetch_wheels:
+        print(f"wheels unpacked in {fetch_wheels(WHEELS_HOME)}")
     count = 8 if args.smoke else args.files
     repeat = 1 if args.smoke else args.repeat
 
@@ -116,7 +225,8 @@ def main() -> int:
     names = [str(path) for path in files]
     lines = sum(path.read_bytes().count(b"\n") for path in files)
     torchfix = find_torchfix(args.torchfix)
-    ours = [sys.executable, "-m", "linter", "--exit-zero", "--quiet", "--jobs", str(args.jobs)]
+    # No result cache: this compares linting, and TorchFix keeps none.
+    ours = [*LINTER, "--no-cache", "--jobs", str(args.jobs)]
     # An empty folder as cwd, so that no pyproject.toml on the way up changes the settings.
     cwd = tempfile.mkdtemp(prefix="lint-bench-")
 
@@ -170,6 +280,16 @@ def main() -> int:
         theirs = [timed([*torchfix, str(single)], cwd)[0] for _ in range(repeat)]
         print(f"  TorchFix : median {statistics.median(theirs):.3f} s over {repeat} runs")
     shutil.rmtree(cwd, ignore_errors=True)
+
+    cost_per_finding([count // 20 for count in FINDING_COUNTS] if args.smoke else FINDING_COUNTS)
+    corpus = wheels_corpus(args.wheels)
+    if corpus is None:
+        print(
+            "\nresult cache, cold vs warm: SKIPPED, no wheels corpus "
+            "(run with --fetch-wheels once, or pass --wheels DIR)"
+        )
+    else:
+        cache_cold_warm(corpus, args.jobs, repeat, 200 if args.smoke else None)
     return 0
 
 

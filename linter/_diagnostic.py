@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import total_ordering
+
+from linter._fix import Fix
 
 
 def one_line(text: str) -> str:
@@ -20,11 +23,14 @@ class RelatedLocation:
     column: int
     #: What happens at this site, in a few words.
     message: str
+    #: The notebook cell holding the site (``0``: not a notebook).
+    cell: int = 0
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@total_ordering
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
-    """One finding in one file; sorting orders by path, line, column, code."""
+    """One finding in one file; sorting orders by path, cell, line, column, code."""
 
     #: Path as given on the command line (or the stdin filename).
     path: str
@@ -44,6 +50,20 @@ class Diagnostic:
     end_column: int = field(default=0, compare=False)
     #: Other sites the finding refers to.
     related: tuple[RelatedLocation, ...] = field(default=(), compare=False)
+    #: In a notebook, Jupyter's 1-based number of the cell (lines count within it); else ``0``.
+    cell: int = 0
+    #: How to fix the finding, when the rule knows (see `Fix.applicability`).
+    fix: Fix | None = field(default=None, compare=False)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Diagnostic):
+            return NotImplemented
+        return self.sort_key < other.sort_key
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, int, str, str]:
+        """Path, cell, line, column, code, message: the order of every output."""
+        return (self.path, self.cell, self.line, self.column, self.code, self.message)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -1,12 +1,13 @@
 """Which files a lint run reads.
 
-Folders are walked for ``*.py`` files (stubs, ``*.pyi``, hold no training code to check), in a
-sorted, deterministic order, skipping the ``exclude``/``extend-exclude`` globs and every
-virtualenv (a folder holding ``pyvenv.cfg``, whatever its name). Symbolic links to folders are
-not followed during a walk (as git, ruff and black do), so a link loop cannot trap it; linked
-files are read. A file named on the command line is linted whatever its name or the excludes say,
-unless ``force_exclude`` is set: pre-commit names every changed file, and ``--force-exclude`` lets
-the excludes apply there too.
+Folders are walked for the files ``include`` names — ``*.py`` modules and ``*.ipynb`` notebooks
+by default (stubs, ``*.pyi``, hold no training code to check) — in a sorted, deterministic
+order, skipping the ``exclude``/``extend-exclude`` globs and every virtualenv (a folder holding
+``pyvenv.cfg``, whatever its name). Symbolic links to folders are not followed during a walk (as
+git, ruff and black do), so a link loop cannot trap it; linked files are read. A file named on
+the command line is linted whatever its name or the excludes say, unless ``force_exclude`` is
+set: pre-commit names every changed file, and ``--force-exclude`` lets the excludes apply there
+too.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from linter._diagnostic import FileError
 from linter._patterns import PathPattern, any_match, relative_to_root
 
-#: Suffixes a folder walk collects.
-PYTHON_SUFFIXES: tuple[str, ...] = (".py",)
+#: Globs of the files a folder walk collects (the ``include`` setting replaces this list, as in
+#: ruff): Python modules and Jupyter notebooks. ``include = ["*.py"]`` leaves notebooks out.
+DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.ipynb")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +37,16 @@ class Discovered:
 class Excluder:
     """Decides whether a path is excluded, given globs relative to a root folder."""
 
-    def __init__(self, patterns: Sequence[str], root: str) -> None:
+    def __init__(
+        self, patterns: Sequence[str], root: str, include: Sequence[str] = DEFAULT_INCLUDE
+    ) -> None:
         self.patterns = tuple(PathPattern(pattern) for pattern in patterns)
+        self.include = tuple(PathPattern(pattern) for pattern in include)
         self.root = root
+
+    def collects(self, path: str) -> bool:
+        """Whether a folder walk lints the file at ``path`` (its name or path is included)."""
+        return any_match(self.include, relative_to_root(path, self.root))
 
     def excluded(self, path: str, *, check_parents: bool = True) -> bool:
         """Whether ``path`` or (with ``check_parents``) a folder above it is excluded."""
@@ -92,7 +101,7 @@ def _walk(top: str, excluder: Excluder, files: dict[str, None], errors: list[Fil
                 ):
                     subfolders.append(path)
             elif (
-                entry.name.endswith(PYTHON_SUFFIXES)
+                excluder.collects(path)
                 and not _is_folder_link(entry)
                 and not excluder.excluded(path, check_parents=False)
             ):

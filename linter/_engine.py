@@ -1,14 +1,17 @@
-"""Lint one file: read, decode, pre-filter, parse once, run the rules, position, apply ``# noqa``.
+"""Lint one file: read, decode, pre-filter, parse once, run the rules, position, apply ``# noqa``;
+then, when asked, fix it.
 
-The order is the performance design: most files mention none of a rule's trigger words, so they
-are decoded and searched but never parsed; positions (libcst metadata) are computed only for
-files with findings. Nothing here imports or executes the code it reads.
+The order is the performance design: a cached result needs nothing more; most files mention none
+of a rule's trigger words, so they are decoded and searched but never parsed; positions (libcst
+metadata) are computed only for files with findings. A notebook is linted as the module its code
+cells make (see _notebook). Nothing here imports or executes the code it reads.
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import itertools
 import os
 import pickle
 import re
@@ -17,20 +20,49 @@ import sys
 import tokenize
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import libcst as cst
 
+from linter._atomic_write import WriteError, write_atomically
 from linter._diagnostic import Diagnostic, FileError, RelatedLocation, one_line
+from linter._fix import Edit, Fix, LineIndex, NodeFix, edit_spans, overlaps, shifted_offset
 from linter._rule import Finding, ModuleContext, Rule
+from linter._source import (
+    MAX_FILE_BYTES,
+    Document,
+    PythonSource,
+    SourceError,
+    decode_source,
+    load_document,
+    read_source,
+)
 
-#: Files larger than this are reported, not read: no hand-written module is this big.
-MAX_FILE_BYTES = 10 * 2**20
+__all__ = [
+    "MAX_FILE_BYTES",
+    "Change",
+    "FileReport",
+    "FixMode",
+    "Job",
+    "SourceError",
+    "decode_source",
+    "lint_bytes",
+    "lint_file",
+    "lint_text",
+    "noqa_directives",
+    "read_source",
+    "run_job",
+    "run_jobs",
+]
 
 #: Below this many files to parse, worker processes cost more than they save.
 PARALLEL_MIN_FILES = 32
 #: The error that made this process lint serially, once said (see `run_jobs`).
 _SAID_SERIAL: list[BaseException] = []
+
+#: Rounds of fixing before giving up on convergence (a fix that enables another, ...).
+MAX_FIX_ROUNDS = 10
 
 _NOQA = re.compile(
     r"#\s*noqa(?P<colon>\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)?)?",
@@ -40,8 +72,37 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LIBCST_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
 
 
-class SourceError(Exception):
-    """A file that cannot be linted; the message is the one-line reason."""
+@dataclass(frozen=True, slots=True)
+class FixMode:
+    """Which fixes a run applies, and whether it writes them."""
+
+    #: Apply unsafe fixes too (``--unsafe-fixes``).
+    unsafe: bool = False
+    #: Codes whose fixes may be applied (``fixable`` less ``unfixable``); ``None``: every code.
+    codes: frozenset[str] | None = None
+    #: Write fixed files (``--fix``); ``False`` only computes them (``--diff``).
+    write: bool = True
+
+    def applies(self, diagnostic: Diagnostic) -> bool:
+        return (
+            diagnostic.fix is not None
+            and diagnostic.fix.applies(self.unsafe)
+            and (self.codes is None or diagnostic.code in self.codes)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A file's text before and after its fixes (what ``--diff`` shows)."""
+
+    #: Display path of the file.
+    path: str
+    #: The file's text as read.
+    before: str
+    #: The text with the fixes applied.
+    after: str
+    #: The fixed file's bytes, encoded as the original was.
+    data: bytes = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,60 +111,24 @@ class FileReport:
 
     #: Display path of the file.
     path: str
-    #: Findings that no noqa comment suppressed, in position order.
+    #: Findings that no noqa comment suppressed (after fixes, those left), in position order.
     diagnostics: tuple[Diagnostic, ...] = ()
     #: Why the file (or a rule on it) failed, if it did.
     errors: tuple[FileError, ...] = ()
     #: Whether the file passed the pre-filter and was parsed.
     parsed: bool = False
-
-
-def read_source(path: str) -> bytes:
-    """The file's bytes; `SourceError` for anything that is not a readable, sane-sized file."""
-    try:
-        # A named pipe or a device would block or never end: only regular files are read.
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            raise SourceError("is a folder, not a file")
-        if not stat.S_ISREG(mode):
-            raise SourceError("not a regular file")
-        with open(path, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            if size > MAX_FILE_BYTES:
-                raise SourceError(
-                    f"file is too large ({size / 2**20:.0f} MiB; the limit is "
-                    f"{MAX_FILE_BYTES // 2**20} MiB)"
-                )
-            return stream.read()
-    except OSError as error:
-        raise SourceError(f"cannot read: {error.strerror or error}") from None
-
-
-def decode_source(data: bytes) -> str:
-    """Text of a Python source file, honouring a BOM and a PEP 263 coding cookie."""
-    if b"\0" in data:
-        offset = data.index(b"\0")
-        raise SourceError(f"source contains a NUL byte at byte offset {offset}")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:
-        # tokenize says "invalid or missing encoding declaration" for plain bad UTF-8 in the
-        # first two lines too; decoding names the offending byte.
-        if "missing" not in error.msg:
-            raise SourceError(f"bad encoding declaration: {error.msg}") from None
-        encoding = "utf-8"
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as error:
-        raise SourceError(
-            f"cannot decode as {encoding}: {error.reason} at byte offset {error.start}"
-        ) from None
-    except LookupError:
-        raise SourceError(f"unknown encoding {encoding!r}") from None
+    #: Findings that fixes removed, at their positions before the fix.
+    fixed: tuple[Diagnostic, ...] = ()
+    #: One-line notes about fixes that were dropped (they did not verify).
+    notes: tuple[str, ...] = ()
+    #: The fixed text, when fixes changed the file.
+    change: Change | None = None
+    #: Whether the result came from the cache.
+    cached: bool = False
 
 
 def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
-    """Lint decoded source with already-configured rule instances."""
+    """Lint decoded Python source with already-configured rule instances."""
     active = [rule for rule in rules if rule.wants(text)]
     if not active:
         return FileReport(path)
@@ -132,22 +157,166 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
     return FileReport(path, tuple(sorted(diagnostics)), tuple(errors), parsed=True)
 
 
-def lint_bytes(path: str, data: bytes, rules: Sequence[Rule]) -> FileReport:
-    """Lint raw file contents."""
+def lint_document(path: str, document: Document, rules: Sequence[Rule]) -> FileReport:
+    """Lint a module or a notebook; positions are the file's (a notebook's: cell and line)."""
+    return _presented(document, lint_text(path, document.text, rules))
+
+
+def lint_bytes(
+    path: str,
+    data: bytes,
+    rules: Sequence[Rule],
+    fix: FixMode | None = None,
+    *,
+    on_disk: bool = False,
+) -> FileReport:
+    """Lint raw file contents; with ``fix``, fix them too (written back only when ``on_disk``)."""
     try:
-        text = decode_source(data)
+        document = load_document(path, data)
     except SourceError as error:
         return _failed(path, str(error), parsed=False)
-    return lint_text(path, text, rules)
+    if fix is None:
+        return lint_document(path, document, rules)
+    return fix_document(path, document, rules, fix, on_disk=on_disk)
 
 
-def lint_file(path: str, rules: Sequence[Rule]) -> FileReport:
-    """Lint one file on disk."""
+def lint_file(path: str, rules: Sequence[Rule], fix: FixMode | None = None) -> FileReport:
+    """Lint one file on disk (and fix it, with ``fix``)."""
     try:
         data = read_source(path)
     except SourceError as error:
         return _failed(path, str(error), parsed=False)
-    return lint_bytes(path, data, rules)
+    return lint_bytes(path, data, rules, fix, on_disk=True)
+
+
+def fix_document(
+    path: str, document: Document, rules: Sequence[Rule], mode: FixMode, *, on_disk: bool
+) -> FileReport:
+    """Apply fixes round by round until none applies (at most `MAX_FIX_ROUNDS`).
+
+    Each round applies the fixes that do not overlap, then checks the result: it must parse,
+    and the fixed findings must be gone when it is linted again. A batch that fails is retried
+    one fix at a time; a fix that fails alone is dropped with a note. Overlapping fixes wait for
+    the next round, so two fixes of one spot are never merged blindly.
+    """
+    first = lint_text(path, document.text, rules)
+    if first.errors:
+        return _presented(document, first)
+    current, report = document, first
+    fixed: list[Diagnostic] = []
+    notes: list[str] = []
+    given_up: set[tuple[object, ...]] = set()
+    for _ in range(MAX_FIX_ROUNDS):
+        candidates = [
+            d
+            for d in report.diagnostics
+            if mode.applies(d) and current.fix_fits(d.fix) and _identity(d) not in given_up
+        ]
+        batch = _non_overlapping(candidates)
+        if not batch:
+            break
+        while batch:
+            trial, trial_report, problem = _try_fixes(path, current, rules, batch)
+            if problem is not None and len(batch) > 1:
+                batch = batch[:1]
+                continue
+            persisting = (
+                batch
+                if problem is not None
+                else _still_reported(current, trial, trial_report, batch)
+            )
+            for diagnostic in persisting:
+                given_up.add(_identity(diagnostic))
+                shown = current.present(diagnostic)
+                notes.append(
+                    f"{_where(shown)}: {shown.code} fix not applied: "
+                    f"{problem or 'the finding is still reported after the fix'}"
+                )
+            if persisting:
+                batch = [d for d in batch if d not in persisting]
+                continue
+            fixed.extend(current.present(d) for d in batch)
+            current, report = trial, trial_report
+            break
+    if current is document:
+        return replace(_presented(document, report), notes=tuple(notes))
+    data = current.encode()
+    change = Change(path, document.file_text(document.data), current.file_text(data), data)
+    if on_disk and mode.write:
+        try:
+            write_atomically(path, data, expected=document.data)
+        except WriteError as error:
+            unfixed = _presented(document, first)
+            return replace(unfixed, errors=(FileError(path, f"not fixed: {error}"),))
+    return replace(
+        _presented(current, report),
+        fixed=tuple(sorted(fixed)),
+        notes=tuple(notes),
+        change=change,
+    )
+
+
+def _try_fixes(
+    path: str, current: Document, rules: Sequence[Rule], batch: Sequence[Diagnostic]
+) -> tuple[Document, FileReport, str | None]:
+    """The document with ``batch`` applied, its lint report, and why it is unusable (if so)."""
+    trial = current.apply([edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]
+    try:
+        cst.parse_module(trial.text)
+    except Exception:
+        return trial, FileReport(path), "the fixed code does not parse"
+    try:
+        trial.encode()
+    except UnicodeEncodeError as error:
+        return trial, FileReport(path), f"the fixed code cannot be encoded as {error.encoding}"
+    report = lint_text(path, trial.text, rules)
+    if report.errors:
+        return trial, report, f"linting the fixed code failed: {report.errors[0].message}"
+    return trial, report, None
+
+
+def _still_reported(
+    before: Document, after: Document, report: FileReport, batch: Sequence[Diagnostic]
+) -> list[Diagnostic]:
+    """Fixed findings that the re-lint still reports at the same (shifted) place."""
+    old, new = LineIndex(before.text), LineIndex(after.text)
+    spans = edit_spans(old, [edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]
+    remaining = {(d.code, d.line, d.column) for d in report.diagnostics}
+    return [
+        d
+        for d in batch
+        if (d.code, *new.position(shifted_offset(old.offset(d.line, d.column), spans))) in remaining
+    ]
+
+
+def _non_overlapping(candidates: Sequence[Diagnostic]) -> list[Diagnostic]:
+    chosen: list[Diagnostic] = []
+    for diagnostic in candidates:
+        if not any(overlaps(diagnostic.fix, kept.fix) for kept in chosen):  # type: ignore[arg-type]
+            chosen.append(diagnostic)
+    return chosen
+
+
+def _identity(diagnostic: Diagnostic) -> tuple[object, ...]:
+    """What stays the same about a finding while other fixes move it around."""
+    contents = tuple(edit.content for edit in diagnostic.fix.edits) if diagnostic.fix else ()
+    return (diagnostic.code, diagnostic.message, contents)
+
+
+def _where(diagnostic: Diagnostic) -> str:
+    cell = f"cell {diagnostic.cell}:" if diagnostic.cell else ""
+    return f"{diagnostic.path}:{cell}{diagnostic.line}:{diagnostic.column}"
+
+
+def _presented(document: Document, report: FileReport) -> FileReport:
+    """The report in the file's own positions; fixes that cannot apply to it are left off."""
+    if isinstance(document, PythonSource) or not report.diagnostics:
+        return report
+    shown = [
+        document.present(d if d.fix is None or document.fix_fits(d.fix) else replace(d, fix=None))
+        for d in report.diagnostics
+    ]
+    return replace(report, diagnostics=tuple(sorted(shown)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,68 +329,109 @@ class Job:
     rules: tuple[Rule, ...]
     #: Contents when they do not come from disk (stdin).
     data: bytes | None = None
+    #: Which fixes to apply, if any.
+    fix: FixMode | None = None
+    #: Whether ``path`` is a file on disk (so fixes can be written to it).
+    on_disk: bool = True
 
 
 def run_job(job: Job) -> FileReport:
     """Lint one job; never raises for anything the file contains."""
     if job.data is not None:
-        return lint_bytes(job.path, job.data, job.rules)
-    return lint_file(job.path, job.rules)
+        return lint_bytes(job.path, job.data, job.rules, job.fix, on_disk=job.on_disk)
+    return lint_file(job.path, job.rules, job.fix)
 
 
-def run_jobs(jobs: Sequence[Job], workers: int | None) -> list[FileReport]:
-    """Lint every job, in worker processes when there are many; same results either way."""
+class ReportCache(Protocol):
+    """Where `run_jobs` looks results up before linting, and stores them after (see _cache)."""
+
+    def key(self, job: Job, data: bytes) -> str | None: ...
+
+    def load(self, key: str, path: str) -> FileReport | None: ...
+
+    def store(self, key: str, report: FileReport) -> None: ...
+
+
+def run_jobs(
+    jobs: Sequence[Job], workers: int | None, cache: ReportCache | None = None
+) -> list[FileReport]:
+    """Lint every job, in worker processes when there are many; same results either way.
+
+    Files are read here first: a cached result needs no more work, and a file that passes no
+    rule's pre-filter needs no parse, so only the rest travel to the workers.
+    """
     count = workers if workers is not None else _available_cpus()
-    if count <= 1 or len(jobs) < PARALLEL_MIN_FILES:
-        return [run_job(job) for job in jobs]
-    # Ship only files that pass the pre-filter: reading and searching is cheap, parsing is not.
     reports: list[FileReport | None] = []
-    heavy: list[tuple[int, Job]] = []
+    heavy: list[tuple[int, Job, str | None]] = []
     for job in jobs:
-        report, heavy_job = _prefilter(job)
+        report, heavy_job, key = _prepare(job, cache)
         if heavy_job is not None:
-            heavy.append((len(reports), heavy_job))
+            heavy.append((len(reports), heavy_job, key))
         reports.append(report)
-    if len(heavy) < PARALLEL_MIN_FILES:
-        for index, job in heavy:
-            reports[index] = run_job(job)
+    if count <= 1 or len(heavy) < PARALLEL_MIN_FILES:
+        done: Iterable[FileReport] = [run_job(job) for _, job, _ in heavy]
     else:
-        # Imported here: a single-file run (the pre-commit case) never needs it.
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
-
-        try:
-            with ProcessPoolExecutor(max_workers=min(count, len(heavy))) as pool:
-                chunk = max(1, min(16, len(heavy) // (4 * count)))
-                done = pool.map(run_job, (job for _, job in heavy), chunksize=chunk)
-                for (index, _), report in zip(heavy, done, strict=True):
-                    reports[index] = report
-        except (BrokenProcessPool, pickle.PicklingError, AttributeError, OSError) as error:
-            # No workers to be had (a sandbox), or rules that cannot be sent to them (a rule
-            # class defined in a function): lint here instead. `run_job` itself never raises.
-            # Said once per process: a run that is suddenly slower deserves a reason.
-            if not _SAID_SERIAL:
-                _SAID_SERIAL.append(error)
-                print(
-                    f"amp-lint: warning: no worker processes ({type(error).__name__}: "
-                    f"{one_line(str(error))}); linting in one process",
-                    file=sys.stderr,
-                )
-            for index, job in heavy:
-                reports[index] = run_job(job)
+        done = _in_workers([job for _, job, _ in heavy], count)
+    for (index, _, key), report in zip(heavy, done, strict=True):
+        reports[index] = report
+        # A fix run's report describes a file that was (or failed to be) rewritten: not a
+        # result for the bytes that were read.
+        fixing = job.fix is not None and (report.change or report.notes or report.errors)
+        if cache is not None and key is not None and not fixing:
+            cache.store(key, report)
     return [report for report in reports if report is not None]
 
 
-def _prefilter(job: Job) -> tuple[FileReport | None, Job | None]:
-    """A finished report for a file no rule wants to parse, or a job holding the decoded bytes."""
+def _in_workers(jobs: Sequence[Job], count: int) -> list[FileReport]:
+    # Imported here: a single-file run (the pre-commit case) never needs it.
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=min(count, len(jobs))) as pool:
+            chunk = max(1, min(16, len(jobs) // (4 * count)))
+            return list(pool.map(run_job, jobs, chunksize=chunk))
+    except (BrokenProcessPool, pickle.PicklingError, AttributeError, OSError) as error:
+        # No workers to be had (a sandbox), or rules that cannot be sent to them (a rule
+        # class defined in a function): lint here instead. `run_job` itself never raises.
+        # Said once per process: a run that is suddenly slower deserves a reason.
+        if not _SAID_SERIAL:
+            _SAID_SERIAL.append(error)
+            print(
+                f"amp-lint: warning: no worker processes ({type(error).__name__}: "
+                f"{one_line(str(error))}); linting in one process",
+                file=sys.stderr,
+            )
+        return [run_job(job) for job in jobs]
+
+
+def _prepare(
+    job: Job, cache: ReportCache | None
+) -> tuple[FileReport | None, Job | None, str | None]:
+    """A finished report (read error, cache hit, nothing to parse), or the job to run with its
+    bytes and cache key."""
     try:
         data = job.data if job.data is not None else read_source(job.path)
-        text = decode_source(data)
     except SourceError as error:
-        return _failed(job.path, str(error), parsed=False), None
-    if any(rule.wants(text) for rule in job.rules):
-        return None, Job(job.path, job.rules, data)
-    return FileReport(job.path), None
+        return _failed(job.path, str(error), parsed=False), None, None
+    key = cache.key(job, data) if cache is not None else None
+    if cache is not None and key is not None:
+        hit = cache.load(key, job.path)
+        if hit is not None and not (job.fix and any(job.fix.applies(d) for d in hit.diagnostics)):
+            return hit, None, None
+    try:
+        document = load_document(job.path, data)
+    except SourceError as error:
+        report = _failed(job.path, str(error), parsed=False)
+        if cache is not None and key is not None:
+            cache.store(key, report)
+        return report, None, None
+    if any(rule.wants(document.text) for rule in job.rules):
+        return None, replace(job, data=data, on_disk=job.data is None and job.on_disk), key
+    report = FileReport(job.path)
+    if cache is not None and key is not None:
+        cache.store(key, report)
+    return report, None, None
 
 
 def _available_cpus() -> int:
@@ -271,7 +481,28 @@ def _to_diagnostic(context: ModuleContext, rule: Rule, finding: Finding) -> Diag
         end_line=where.end.line,
         end_column=where.end.column + 1,
         related=related,
+        fix=_to_fix(context, finding.fix) if finding.fix is not None else None,
     )
+
+
+def _to_fix(context: ModuleContext, proposal: NodeFix) -> Fix | None:
+    """The text edits of a rule's node replacements (None if they overlap: a rule's bug)."""
+    edits = []
+    for old, new in proposal.replacements:
+        where = context.position(old)
+        edits.append(
+            Edit(
+                where.start.line,
+                where.start.column + 1,
+                where.end.line,
+                where.end.column + 1,
+                context.module.code_for_node(new),
+            )
+        )
+    edits.sort()
+    if any((a.end_line, a.end_column) > (b.line, b.column) for a, b in itertools.pairwise(edits)):
+        return None
+    return Fix(proposal.applicability, proposal.message, tuple(edits))
 
 
 def _without_noqa(diagnostics: Iterable[Diagnostic], text: str) -> list[Diagnostic]:

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
+from linter._fix import NodeFix
+
 
 @dataclass(frozen=True, slots=True)
 class Example:
@@ -50,6 +52,8 @@ class Finding:
     message: str
     #: Second sites, as (node, short description) pairs.
     related: tuple[tuple[cst.CSTNode, str], ...] = field(default=())
+    #: How to fix it, when the rule knows: node replacements, safe or unsafe.
+    fix: NodeFix | None = None
 
 
 class ModuleContext:

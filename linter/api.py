@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal, overload
 
 from linter._diagnostic import Diagnostic, FileError
 from linter._discovery import Excluder, discover
-from linter._engine import Job, lint_bytes, run_jobs
+from linter._engine import Change, FileReport, FixMode, Job, lint_bytes, run_jobs
 from linter._patterns import PathPattern, relative_to_root
 from linter._rule import Rule
 from linter._selection import SelectorError, check_selectors, enabled_rules, selects
@@ -40,11 +41,69 @@ class LintResult:
     files_checked: int
     #: How many of those passed the pre-filter and were parsed.
     files_parsed: int
+    #: How many were not parsed because they mention none of the rules' trigger words.
+    files_skipped: int = 0
+    #: How many results came from the cache (neither read for words nor parsed).
+    files_cached: int = 0
+    #: Findings that fixes removed (``fix``/``diff``), at their positions before the fix.
+    fixed: tuple[Diagnostic, ...] = ()
+    #: Files whose text the fixes changed (written with ``fix``, only computed with ``diff``).
+    changes: tuple[Change, ...] = ()
+    #: One line per fix that was dropped because it did not verify.
+    notes: tuple[str, ...] = ()
+    #: Whether unsafe fixes count as available (``--unsafe-fixes``).
+    unsafe_fixes: bool = False
 
     @property
     def ok(self) -> bool:
         """No findings and no errors."""
         return not self.diagnostics and not self.errors
+
+    def fixable(self, diagnostic: Diagnostic) -> bool:
+        """Whether ``--fix`` (with this run's ``--unsafe-fixes``) would fix ``diagnostic``."""
+        return diagnostic.fix is not None and diagnostic.fix.applies(self.unsafe_fixes)
+
+
+@dataclass(frozen=True, slots=True)
+class FixedSource:
+    """What `fix_source` made of a module."""
+
+    #: The source with the fixes applied (the input, if none applied).
+    text: str
+    #: Findings left after fixing, positioned in ``text``.
+    diagnostics: tuple[Diagnostic, ...]
+    #: Findings the fixes removed, positioned in the input.
+    fixed: tuple[Diagnostic, ...]
+    #: One line per fix dropped because it did not verify.
+    notes: tuple[str, ...]
+
+
+@overload
+def lint_source(
+    source: str | bytes,
+    path: str = ...,
+    *,
+    select: Sequence[str] | None = ...,
+    ignore: Sequence[str] | None = ...,
+    settings: Settings | None = ...,
+    rules: Sequence[type[Rule]] | None = ...,
+    fix: Literal[False] = ...,
+    unsafe_fixes: bool = ...,
+) -> list[Diagnostic]: ...
+
+
+@overload
+def lint_source(
+    source: str | bytes,
+    path: str = ...,
+    *,
+    select: Sequence[str] | None = ...,
+    ignore: Sequence[str] | None = ...,
+    settings: Settings | None = ...,
+    rules: Sequence[type[Rule]] | None = ...,
+    fix: Literal[True],
+    unsafe_fixes: bool = ...,
+) -> str: ...
 
 
 def lint_source(
@@ -55,19 +114,62 @@ def lint_source(
     ignore: Sequence[str] | None = None,
     settings: Settings | None = None,
     rules: Sequence[type[Rule]] | None = None,
-) -> list[Diagnostic]:
+    fix: bool = False,
+    unsafe_fixes: bool = False,
+) -> list[Diagnostic] | str:
     """Lint one module's source; ``path`` names it in diagnostics and for per-file-ignores.
 
-    Raises `LintError` when the source cannot be decoded or parsed, or a rule fails on it. As
-    in the CLI, a source that mentions none of the enabled rules' trigger words is not parsed,
-    so its syntax errors go unreported.
+    Returns the diagnostics; with ``fix=True``, the fixed source text instead (safe fixes, and
+    unsafe ones too with ``unsafe_fixes``; `fix_source` also returns what is left). Raises
+    `LintError` when the source cannot be decoded or parsed, or a rule fails on it. As in the
+    CLI, a source that mentions none of the enabled rules' trigger words is not parsed, so its
+    syntax errors go unreported. A ``path`` ending in ``.ipynb`` reads ``source`` as a notebook.
     """
+    if fix:
+        options = {"select": select, "ignore": ignore, "settings": settings, "rules": rules}
+        return fix_source(source, path, unsafe_fixes=unsafe_fixes, **options).text
     plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
-    data = source.encode("utf-8") if isinstance(source, str) else source
-    report = lint_bytes(path, data, plan.rules_for(path))
+    report = lint_bytes(path, _encoded(source), plan.rules_for(path))
+    return list(_checked(report).diagnostics)
+
+
+def fix_source(
+    source: str | bytes,
+    path: str = "<string>",
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    rules: Sequence[type[Rule]] | None = None,
+    unsafe_fixes: bool = False,
+) -> FixedSource:
+    """Apply the fixes to one module's source (nothing is written anywhere)."""
+    plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
+    data = _encoded(source)
+    mode = replace(plan.fix_mode(unsafe_fixes), write=False)
+    report = _checked(lint_bytes(path, data, plan.rules_for(path), mode))
+    if report.change is None:
+        text = source if isinstance(source, str) else report_text(path, data)
+    else:
+        text = report.change.after
+    return FixedSource(text, report.diagnostics, report.fixed, report.notes)
+
+
+def report_text(path: str, data: bytes) -> str:
+    """The text of a file's bytes as the linter reads it."""
+    from linter._source import load_document
+
+    return load_document(path, data).file_text(data)
+
+
+def _encoded(source: str | bytes) -> bytes:
+    return source.encode("utf-8") if isinstance(source, str) else source
+
+
+def _checked(report: FileReport) -> FileReport:
     if report.errors:
         raise LintError("; ".join(f"{error.path}: {error.message}" for error in report.errors))
-    return list(report.diagnostics)
+    return report
 
 
 def lint_paths(
@@ -81,32 +183,68 @@ def lint_paths(
     jobs: int | None = None,
     force_exclude: bool = False,
     stdin_filename: str | None = None,
+    fix: bool = False,
+    diff: bool = False,
+    unsafe_fixes: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    stdin: bytes | None = None,
 ) -> LintResult:
     """Lint files and folders (``"-"`` reads standard input, named ``stdin_filename``).
 
     ``select``/``ignore``/``extend_select`` override ``settings`` as the command line does.
     ``jobs`` caps the worker processes (default: one per CPU; ``1`` lints in this process).
     ``force_exclude`` applies the excludes to files named in ``paths`` too.
+    ``fix`` applies the safe fixes (and the unsafe ones with ``unsafe_fixes``) and writes the
+    files; ``diff`` computes the same changes without writing (standard input is never
+    written: its fixed text is in `LintResult.changes`). ``cache_dir`` keeps results there
+    (the command's default is ``.amp_lint_cache``); without it nothing is cached. ``stdin`` is
+    what ``"-"`` reads (default: standard input itself).
     """
     plan = _Plan.build(
         settings, select=select, ignore=ignore, extend_select=extend_select, rules=rules
     )
     names = [os.fspath(path) for path in paths]
-    excluder = Excluder((*plan.settings.exclude, *plan.settings.extend_exclude), plan.root)
+    excluder = Excluder(
+        (*plan.settings.exclude, *plan.settings.extend_exclude),
+        plan.root,
+        (*plan.settings.include, *plan.settings.extend_include),
+    )
     found = discover(
         [name for name in names if name != STDIN], excluder, force_exclude=force_exclude
     )
-    work = [Job(path, plan.rules_for(path)) for path in found.files]
+    mode = replace(plan.fix_mode(unsafe_fixes), write=not diff) if fix or diff else None
+    work = [Job(path, plan.rules_for(path), fix=mode) for path in found.files]
     if STDIN in names:
         shown = stdin_filename or STDIN
         if not (force_exclude and stdin_filename and excluder.excluded(stdin_filename)):
-            work.append(Job(shown, plan.rules_for(shown), sys.stdin.buffer.read()))
-    reports = run_jobs(work, jobs)
+            data = sys.stdin.buffer.read() if stdin is None else stdin
+            work.append(Job(shown, plan.rules_for(shown), data, mode, on_disk=False))
+    cache = None
+    if cache_dir is not None:
+        from linter._cache import ResultCache
+
+        cache = ResultCache(os.fspath(cache_dir))
+    reports = run_jobs(work, jobs, cache)
+    shown_fix = plan.fixable_codes()
     return LintResult(
-        diagnostics=tuple(sorted(d for report in reports for d in report.diagnostics)),
+        diagnostics=tuple(
+            sorted(
+                d if d.fix is None or d.code in shown_fix else replace(d, fix=None)
+                for report in reports
+                for d in report.diagnostics
+            )
+        ),
         errors=tuple(sorted((*found.errors, *(e for r in reports for e in r.errors)))),
         files_checked=len(reports),
-        files_parsed=sum(report.parsed for report in reports),
+        files_parsed=sum(report.parsed and not report.cached for report in reports),
+        files_skipped=sum(
+            not (report.parsed or report.cached or report.errors) for report in reports
+        ),
+        files_cached=sum(report.cached for report in reports),
+        fixed=tuple(sorted(d for report in reports for d in report.fixed)),
+        changes=tuple(report.change for report in reports if report.change is not None),
+        notes=tuple(note for report in reports for note in report.notes),
+        unsafe_fixes=unsafe_fixes,
     )
 
 
@@ -162,6 +300,18 @@ class _Plan:
                 (PathPattern(pattern), selectors) for pattern, selectors in merged.per_file_ignores
             ),
         )
+
+    def fixable_codes(self) -> frozenset[str]:
+        """Codes whose fixes may be applied: ``fixable`` less ``unfixable``, as in ruff."""
+        return frozenset(
+            rule.code
+            for rule in self.rules
+            if any(selects(s, type(rule)) for s in self.settings.fixable)
+            and not any(selects(s, type(rule)) for s in self.settings.unfixable)
+        )
+
+    def fix_mode(self, unsafe_fixes: bool) -> FixMode:
+        return FixMode(unsafe=unsafe_fixes, codes=self.fixable_codes(), write=True)
 
     def rules_for(self, path: str) -> tuple[Rule, ...]:
         """The rules to run on ``path``, after per-file-ignores."""

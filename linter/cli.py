@@ -12,11 +12,21 @@ import os
 import sys
 from collections.abc import Sequence
 
+from linter._cache import CACHE_ENV, cache_location
 from linter._selection import SelectorError, find_rule
 from linter._version import __version__
-from linter.api import STDIN, lint_paths
+from linter.api import STDIN, LintResult, lint_paths
 from linter.config import ConfigError, load_settings
-from linter.report import FORMATS, format_error, format_statistics, summary_line
+from linter.report import (
+    FORMATS,
+    fix_hint,
+    format_diff,
+    format_error,
+    format_file_counts,
+    format_fixes,
+    format_statistics,
+    summary_line,
+)
 from linter.rules import ALL_RULES
 
 EXIT_CLEAN = 0
@@ -75,7 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ignore", type=_selectors, metavar="CODES", help="rules not to run (wins over select)"
     )
     parser.add_argument(
-        "--statistics", action="store_true", help="print the number of findings per rule"
+        "--statistics",
+        action="store_true",
+        help="print the number of findings per rule, and how many files were checked, parsed, "
+        "skipped by the pre-filter and taken from the cache",
     )
     parser.add_argument(
         "--exit-zero", action="store_true", help="exit 0 even when there are findings"
@@ -112,6 +125,47 @@ def build_parser() -> argparse.ArgumentParser:
         "--list-rules", action="store_true", help="print every rule's code, name and summary"
     )
     parser.add_argument("--version", action="version", version=f"amp-lint {__version__}")
+    fixes = parser.add_argument_group(
+        "fixes",
+        "As in ruff. A fix is applied only if the fixed file parses and no longer has the "
+        "finding; fixes run again until none applies (10 rounds at most); each file is "
+        "replaced atomically, keeping its encoding, BOM, line endings and permissions, and a "
+        "file changed since it was read is left alone (exit 2). '# noqa' stops a fix too.",
+    )
+    fixes.add_argument(
+        "--fix", action="store_true", help="apply the safe fixes and report what is left"
+    )
+    fixes.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="apply (with --fix) or show as [*] the fixes that change behaviour too",
+    )
+    fixes.add_argument(
+        "--diff",
+        action="store_true",
+        help="print the fixes as a unified diff and write nothing (exit 1 if there is a diff)",
+    )
+    fixes.add_argument(
+        "--fix-only",
+        action="store_true",
+        help="apply the fixes, report nothing else, and exit 0 unless a file failed",
+    )
+    fixes.add_argument(
+        "--show-fixes", action="store_true", help="list the findings that fixes removed"
+    )
+    cache = parser.add_argument_group(
+        "cache",
+        "Results are kept per file, keyed by its contents, the amp-lint version and the "
+        "file's settings, in .amp_lint_cache next to the pyproject.toml (or in the current "
+        "folder); an unchanged file is not linted again.",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    cache.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help=f"where the cache lives (default: ${CACHE_ENV}, the cache-dir setting, or "
+        ".amp_lint_cache)",
+    )
     return parser
 
 
@@ -132,6 +186,9 @@ def _run(args: argparse.Namespace) -> int:
         return _list_rules()
     if args.explain is not None:
         return _explain(args.explain)
+    fixing = args.fix or args.fix_only
+    stdin_fixed = fixing and not args.diff and STDIN in args.paths
+    stdin = sys.stdin.buffer.read() if stdin_fixed else None
     try:
         settings = load_settings(args.config)
         result = lint_paths(
@@ -143,6 +200,13 @@ def _run(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             force_exclude=args.force_exclude,
             stdin_filename=args.stdin_filename,
+            fix=fixing and not args.diff,
+            diff=args.diff,
+            unsafe_fixes=args.unsafe_fixes,
+            stdin=stdin,
+            cache_dir=None
+            if args.no_cache
+            else cache_location(args.cache_dir, settings.cache_dir, settings.root),
         )
     except (ConfigError, SelectorError) as error:
         return _usage_error(str(error))
@@ -152,19 +216,57 @@ def _run(args: argparse.Namespace) -> int:
         print("amp-lint: warning: --stdin-filename is used only with '-'", file=sys.stderr)
     if result.files_checked == 0 and not result.errors:
         print("amp-lint: warning: No Python files found under the given paths", file=sys.stderr)
+    if args.diff:
+        return _report_diff(result)
+    if stdin_fixed:
+        # As ruff: the fixed source goes to stdout (an editor replaces the buffer with it), so
+        # the findings left go to stderr.
+        shown = args.stdin_filename or STDIN
+        changed = [change.data for change in result.changes if change.path == shown]
+        sys.stdout.flush()
+        sys.stdout.buffer.write(changed[0] if changed else stdin or b"")
+        sys.stdout.flush()
+    out = sys.stderr if stdin_fixed else sys.stdout
     if args.statistics:
-        sys.stdout.write(format_statistics(result, ALL_RULES))
-    else:
-        sys.stdout.write(FORMATS[args.format](result, ALL_RULES))
+        out.write(format_statistics(result, ALL_RULES))
+        sys.stderr.write(format_file_counts(result))
+    elif not args.fix_only:
+        out.write(FORMATS[args.format](result, ALL_RULES))
+    if args.show_fixes and args.format == "text":
+        out.write(format_fixes(result))
+    for note in result.notes:
+        print(f"amp-lint: note: {note}", file=sys.stderr)
     for error in result.errors:
         print(format_error(error), file=sys.stderr)
     if args.format == "text" and not args.quiet:
-        print(summary_line(result), file=sys.stderr)
+        if args.fix_only:
+            fixed = len(result.fixed)
+            print(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
+        else:
+            print(summary_line(result), file=sys.stderr)
+            hint = fix_hint(result)
+            if hint:
+                print(hint, file=sys.stderr)
     if result.errors:
         return EXIT_ERROR
-    if result.diagnostics and not args.exit_zero:
+    if result.diagnostics and not args.exit_zero and not args.fix_only:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _report_diff(result: LintResult) -> int:
+    """``--diff``: the changes as unified diffs on stdout; nothing is written."""
+    for change in result.changes:
+        sys.stdout.write(format_diff(change))
+    for note in result.notes:
+        print(f"amp-lint: note: {note}", file=sys.stderr)
+    for error in result.errors:
+        print(format_error(error), file=sys.stderr)
+    fixed = len(result.fixed)
+    print(f"Would fix {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if result.changes else EXIT_CLEAN
 
 
 def _usage_error(message: str) -> int:

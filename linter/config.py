@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from linter._discovery import DEFAULT_INCLUDE
 from linter._rule import Rule, RuleOption
 from linter._selection import SelectorError, check_selectors
 
@@ -43,12 +44,24 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".mypy_cache",
     ".pytest_cache",
     ".ruff_cache",
+    ".amp_lint_cache",
 )
 
 #: What a misspelling of "amp-lint" may add: separators and case.
 _SPELLING_NOISE = re.compile(r"[-_. ]")
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-_KNOWN_KEYS = frozenset((*_LIST_KEYS, "per-file-ignores"))
+_LIST_KEYS = (
+    "select",
+    "ignore",
+    "extend-select",
+    "exclude",
+    "extend-exclude",
+    "include",
+    "extend-include",
+    "fixable",
+    "unfixable",
+)
+_SELECTOR_KEYS = ("select", "ignore", "extend_select", "fixable", "unfixable")
+_KNOWN_KEYS = frozenset((*_LIST_KEYS, "per-file-ignores", "cache-dir"))
 
 
 class ConfigError(ValueError):
@@ -69,6 +82,16 @@ class Settings:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     #: Globs a folder walk skips, in addition to ``exclude``.
     extend_exclude: tuple[str, ...] = ()
+    #: Globs of the files a folder walk collects; replaces `DEFAULT_INCLUDE`.
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    #: Globs collected in addition to ``include``.
+    extend_include: tuple[str, ...] = ()
+    #: Selectors of the rules whose fixes ``--fix`` may apply.
+    fixable: tuple[str, ...] = ("ALL",)
+    #: Selectors of the rules whose fixes are never applied; wins over ``fixable``.
+    unfixable: tuple[str, ...] = ()
+    #: Folder of the result cache, as configured (relative paths are relative to ``root``).
+    cache_dir: str | None = None
     #: (glob, selectors) pairs: rules not run on files the glob matches.
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: Rule code to the options set in ``[tool.amp-lint.<rule-name>]``.
@@ -208,6 +231,10 @@ def settings_from_table(
     for key, value in table.items():
         if key in _LIST_KEYS:
             values[key.replace("-", "_")] = _string_list(value, f"{path}: {key}")
+        elif key == "cache-dir":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{path}: cache-dir: expected a folder name, got {value!r}")
+            values["cache_dir"] = str(Path(path).absolute().parent / value)
         elif key == "per-file-ignores":
             values["per_file_ignores"] = _per_file_ignores(value, path)
         elif key in by_name:
@@ -216,7 +243,7 @@ def settings_from_table(
         else:
             raise ConfigError(f"{path}: unknown key {key!r} in [tool.amp-lint]")
     try:
-        for key in ("select", "ignore", "extend_select"):
+        for key in _SELECTOR_KEYS:
             check_selectors(values.get(key, ()), rules, f"{path}: {key.replace('_', '-')}")
         for pattern, selectors in values.get("per_file_ignores", ()):
             check_selectors(selectors, rules, f"{path}: per-file-ignores {pattern!r}")

@@ -7,6 +7,7 @@ workflow commands, which annotate a pull request without uploading anything.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import os
@@ -16,6 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 from linter._diagnostic import Diagnostic, FileError, one_line
+from linter._engine import Change
+from linter._fix import Fix
 from linter._rule import Rule
 from linter._version import __version__
 from linter.api import LintResult
@@ -30,30 +33,104 @@ def format_error(error: FileError) -> str:
     return f"amp-lint: error: {error.path}: {error.message}"
 
 
+def location(d: Diagnostic) -> str:
+    """``path:line:col``, or ``path:cell N:line:col`` in a notebook (as ruff writes it)."""
+    cell = f"cell {d.cell}:" if d.cell else ""
+    return f"{d.path}:{cell}{d.line}:{d.column}"
+
+
 def format_text(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
-    """``path:line:col: CODE message``, one finding a line, sorted."""
+    """``path:line:col: CODE message``, one finding a line, sorted; ``[*]`` marks the findings
+    that ``--fix`` would fix."""
     return "".join(
-        f"{d.path}:{d.line}:{d.column}: {d.code} {one_line(d.message)}\n"
+        f"{location(d)}: {d.code} {'[*] ' if result.fixable(d) else ''}{one_line(d.message)}\n"
         for d in result.diagnostics
     )
 
 
 def summary_line(result: LintResult) -> str:
-    """ruff's closing line: how many findings, or that all passed (never when a file failed)."""
+    """ruff's closing line: how many findings (and how many were fixed), or that all passed
+    (never when a file failed)."""
     count = len(result.diagnostics)
-    found = f"Found {count} error{'s' if count != 1 else ''}" if count else "No findings"
+    fixed = len(result.fixed)
+    total = count + fixed
+    found = f"Found {total} error{'s' if total != 1 else ''}" if total else "No findings"
+    if fixed:
+        found += f" ({fixed} fixed, {count} remaining)"
     failed = len({error.path for error in result.errors})
     if failed:
         return f"{found}; {failed} file{'s' if failed != 1 else ''} could not be checked."
-    return f"{found}." if count else "All checks passed!"
+    return f"{found}." if total else "All checks passed!"
+
+
+def fix_hint(result: LintResult) -> str | None:
+    """ruff's hint under the summary: how many findings ``--fix`` (or ``--unsafe-fixes``) fixes."""
+    ready = sum(result.fixable(d) for d in result.diagnostics)
+    hidden = sum(d.fix is not None and not result.fixable(d) for d in result.diagnostics)
+    hidden_text = (
+        f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the "
+        "`--unsafe-fixes` option"
+    )
+    if ready and hidden:
+        return f"[*] {ready} fixable with the `--fix` option ({hidden_text})."
+    if ready:
+        return f"[*] {ready} fixable with the `--fix` option."
+    if hidden:
+        return f"No fixes available ({hidden_text})."
+    return None
+
+
+def format_fixes(result: LintResult) -> str:
+    """``--show-fixes``: the findings fixes removed, counted per file and code."""
+    if not result.fixed:
+        return ""
+    counts = Counter((d.path, d.code, d.name) for d in result.fixed)
+    total = len(result.fixed)
+    lines = [f"Fixed {total} error{'s' if total != 1 else ''}:"]
+    for path in sorted({path for path, _, _ in counts}):
+        lines.append(f"- {path}:")
+        lines.extend(
+            f"    {count} × {code} ({name})"
+            for (where, code, name), count in sorted(counts.items())
+            if where == path
+        )
+    return "\n".join(lines) + "\n"
+
+
+def format_diff(change: Change) -> str:
+    """A unified diff of one fixed file, ``a/`` and ``b/`` prefixed as git writes them."""
+    lines = difflib.unified_diff(
+        change.before.splitlines(keepends=True),
+        change.after.splitlines(keepends=True),
+        fromfile=f"a/{change.path}",
+        tofile=f"b/{change.path}",
+    )
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
+
+
+def format_file_counts(result: LintResult) -> str:
+    """What happened to the files (``--statistics``): a file naming none of the rules' trigger
+    words is skipped unparsed, so its syntax errors are not reported."""
+    return (
+        f"files: {result.files_checked} checked, {result.files_parsed} parsed, "
+        f"{result.files_skipped} skipped by the pre-filter (no trigger words), "
+        f"{result.files_cached} from the cache\n"
+    )
 
 
 def format_statistics(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
-    """Findings counted per code, most frequent first (``--statistics``)."""
+    """Findings counted per code, most frequent first (``--statistics``); ``[*]`` marks a code
+    with findings ``--fix`` would fix."""
     counts = Counter((d.code, d.name) for d in result.diagnostics)
+    fixable = {d.code for d in result.diagnostics if result.fixable(d)}
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     width = max((len(str(count)) for count in counts.values()), default=1)
-    return "".join(f"{count:>{width}}\t{code}\t{name}\n" for (code, name), count in ordered)
+    return "".join(
+        f"{count:>{width}}\t{code}\t{'[*] ' if code in fixable else ''}{name}\n"
+        for (code, name), count in ordered
+    )
 
 
 def format_json(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
@@ -68,9 +145,15 @@ def format_json(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
             "location": {"row": d.line, "column": d.column},
             "end_location": {"row": d.end_line, "column": d.end_column},
             "related": [
-                {"location": {"row": r.line, "column": r.column}, "message": r.message}
+                {
+                    "location": {"row": r.line, "column": r.column},
+                    "message": r.message,
+                    **({"cell": r.cell} if r.cell else {}),
+                }
                 for r in d.related
             ],
+            "cell": d.cell or None,
+            "fix": _json_fix(d.fix),
         }
         for d in result.diagnostics
     ]
@@ -89,12 +172,30 @@ def format_json(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
     return json.dumps(records, indent=2) + "\n"
 
 
+def _json_fix(fix: Fix | None) -> dict[str, Any] | None:
+    """ruff's ``fix`` object: applicability, message and the edits."""
+    if fix is None:
+        return None
+    return {
+        "applicability": fix.applicability,
+        "message": fix.message,
+        "edits": [
+            {
+                "content": edit.content,
+                "location": {"row": edit.line, "column": edit.column},
+                "end_location": {"row": edit.end_line, "column": edit.end_column},
+            }
+            for edit in fix.edits
+        ],
+    }
+
+
 def format_github(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
     """GitHub Actions ``::error`` workflow commands, one per finding."""
     return "".join(
         f"::error file={_property(d.path)},line={d.line},col={d.column},"
         f"endLine={d.end_line},endColumn={d.end_column},title={_property(d.code)}"
-        f"::{_data(f'{d.code} {d.message}')}\n"
+        f"::{_data(f'{_cell_prefix(d)}{d.code} {d.message}')}\n"
         for d in result.diagnostics
     )
 
@@ -165,8 +266,14 @@ def _sarif_result(d: Diagnostic, rule_index: int | None) -> dict[str, Any]:
         "message": {"text": d.message},
         "locations": [{"physicalLocation": location}],
     }
+    if d.cell:
+        # SARIF has no notion of a notebook cell: the region counts lines within the cell the
+        # property names, as the cell's number in Jupyter shows it.
+        location["properties"] = {"cell": d.cell}
     if rule_index is not None:
         result["ruleIndex"] = rule_index
+    if d.fix is not None and not d.cell:
+        result["fixes"] = [_sarif_fix(d.path, d.fix)]
     if d.related:
         result["relatedLocations"] = [
             {
@@ -180,6 +287,33 @@ def _sarif_result(d: Diagnostic, rule_index: int | None) -> dict[str, Any]:
             for number, related in enumerate(d.related, start=1)
         ]
     return result
+
+
+def _sarif_fix(path: str, fix: Fix) -> dict[str, Any]:
+    return {
+        "description": {"text": f"{fix.message} ({fix.applicability})"},
+        "artifactChanges": [
+            {
+                **_artifact(path),
+                "replacements": [
+                    {
+                        "deletedRegion": {
+                            "startLine": edit.line,
+                            "startColumn": edit.column,
+                            "endLine": edit.end_line,
+                            "endColumn": edit.end_column,
+                        },
+                        "insertedContent": {"text": edit.content},
+                    }
+                    for edit in fix.edits
+                ],
+            }
+        ],
+    }
+
+
+def _cell_prefix(d: Diagnostic) -> str:
+    return f"cell {d.cell}: " if d.cell else ""
 
 
 def _artifact(path: str) -> dict[str, Any]:

@@ -298,6 +298,14 @@ def _anomaly_polarity(test: cst.BaseExpression) -> bool | None:
     return None
 
 
+def _is_exit_guard(statement: cst.CSTNode) -> bool:
+    """``if not log_step: return``: leaves on the off-period steps."""
+    if not (isinstance(statement, cst.If) and _exits(statement.body)):
+        return False
+    guard = classify_guard(statement.test)
+    return guard is not None and not guard.fires_when_true
+
+
 def _exits(suite: cst.BaseSuite) -> bool:
     """True when the suite ends by leaving the function or the loop iteration."""
     if isinstance(suite, cst.SimpleStatementSuite):
@@ -388,6 +396,8 @@ class PerStepAnalysis:
         self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
         self._call_sites: dict[str, list[cst.Call]] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
+        #: block -> (statement -> its rank, rank of the first exit guard or None).
+        self._exit_guards: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], int | None]] = {}
 
     def reason(self, node: cst.CSTNode) -> str | None:
         """Why ``node`` runs every step, in words for a message; None when it does not."""
@@ -492,15 +502,19 @@ class PerStepAnalysis:
         return self._updates
 
     def _guarded_by_exit(self, block: cst.IndentedBlock | cst.Module, child: cst.CSTNode) -> bool:
-        for statement in block.body:
-            if statement is child:
-                return False
-            if isinstance(statement, cst.If) and _exits(statement.body):
-                guard = classify_guard(statement.test)
-                # `if not log_step: return` leaves on the off-period steps.
-                if guard is not None and not guard.fires_when_true:
-                    return True
-        return False
+        """Whether an ``if <off-period>: return``-style statement comes before ``child``."""
+        if block not in self._exit_guards:
+            # Once per block, not once per read: a file with thousands of reads in one loop body
+            # would otherwise rescan the body for each of them (quadratic).
+            positions = {statement: rank for rank, statement in enumerate(block.body)}
+            first = next(
+                (rank for rank, statement in enumerate(block.body) if _is_exit_guard(statement)),
+                None,
+            )
+            self._exit_guards[block] = (positions, first)
+        positions, first = self._exit_guards[block]
+        rank = positions.get(child)
+        return first is not None and rank is not None and first < rank
 
     def _hook(self, function: cst.FunctionDef) -> str | None:
         cls = self._index.enclosing_class(function.body)

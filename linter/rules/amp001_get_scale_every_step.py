@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
+import libcst.matchers as m
 
+from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.rules._dotted_names import ImportAliases, dotted_name
 from linter.rules._module_index import ModuleIndex, module_index
@@ -18,6 +20,15 @@ from linter.rules._scaler_receivers import ScalerReceivers
 _MAYBE_A_READ = re.compile(
     r"get_scale\s*\(\s*\)|_scale\s*\.\s*(?:item|tolist)\s*\(|"
     r"float\s*\([\w.\s]*_scale\s*\)|state_dict\s*\(\s*\)\s*\[\s*[\"']scale[\"']"
+)
+
+#: ampscale's own GradScaler, whose ``peek_scale()`` reads the scale without a sync.
+AMPSCALE_GRAD_SCALERS = frozenset({"scaler.GradScaler", "ampscale.GradScaler"})
+
+#: The ways besides ``=`` that a module binds a name: a receiver is provably ampscale's only if
+#: no binding of its name anywhere in the module makes it something else.
+_OTHER_BINDINGS = (
+    m.AnnAssign() | m.AugAssign() | m.For() | m.AsName() | m.Param() | m.NamedExpr() | m.CompFor()
 )
 
 #: Methods that turn the ``_scale`` tensor into a Python number (a device-to-host copy).
@@ -299,6 +310,7 @@ for i, batch in enumerate(loader):
                 and receivers.looks_like(func.value)
             )
 
+        ampscale = _ampscale_scalers(index, aliases)
         analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = _skip_detections(index, reads, is_scaler_call)
         for read in sorted(reads, key=lambda r: index.order[r.node]):
@@ -320,7 +332,64 @@ for i, batch in enumerate(loader):
                     f"(`if step % log_every == 0:`) or use ampscale's non-blocking "
                     f"`{read.receiver}.peek_scale()`"
                 )
-            yield Finding(read.node, message)
+            yield Finding(read.node, message, fix=_peek_scale_fix(read.node, ampscale))
+
+
+def _peek_scale_fix(node: cst.CSTNode, ampscale: frozenset[str]) -> NodeFix | None:
+    """``scaler.get_scale()`` -> ``scaler.peek_scale()`` on ampscale's GradScaler. Unsafe: the
+    peeked value may be a step old, and is None until the first copy has landed."""
+    if not (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "get_scale"
+        and dotted_name(node.func.value) in ampscale
+    ):
+        return None
+    rename = ((node.func.attr, cst.Name("peek_scale")),)
+    return NodeFix("use the non-blocking `peek_scale()` (may lag a step)", rename, UNSAFE)
+
+
+def _ampscale_scalers(index: ModuleIndex, aliases: ImportAliases) -> frozenset[str]:
+    """Dotted names that every binding in the module makes ampscale's GradScaler (assigned
+    ``GradScaler(...)`` imported from ``scaler``, or annotated as one): the receivers whose
+    ``get_scale()`` has a ``peek_scale()`` to turn into."""
+
+    def is_ampscale(node: cst.CSTNode | None) -> bool:
+        if isinstance(node, cst.Call):
+            node = node.func
+        name = dotted_name(node) if isinstance(node, cst.BaseExpression) else None
+        return name is not None and aliases.qualify(name) in AMPSCALE_GRAD_SCALERS
+
+    proven: set[str] = set()
+    other: set[str] = set()
+
+    def record(target: cst.CSTNode | None, good: bool) -> None:
+        for name in _bound_names(target):
+            (proven if good else other).add(name)
+
+    for assign in index.nodes(cst.Assign):
+        for target in assign.targets:  # type: ignore[attr-defined]
+            record(target.target, is_ampscale(assign.value))  # type: ignore[attr-defined]
+    for node in m.findall(index.module, _OTHER_BINDINGS):
+        if isinstance(node, cst.AnnAssign):
+            annotated = is_ampscale(node.annotation.annotation)
+            record(node.target, annotated and (node.value is None or is_ampscale(node.value)))
+        elif isinstance(node, cst.Param):
+            record(
+                node.name, node.annotation is not None and is_ampscale(node.annotation.annotation)
+            )
+        elif isinstance(node, cst.AsName):
+            record(node.name, False)
+        else:
+            record(getattr(node, "target", None), False)
+    return frozenset(proven - other)
+
+
+def _bound_names(target: cst.CSTNode | None) -> list[str]:
+    if isinstance(target, cst.Tuple | cst.List):
+        return [name for element in target.elements for name in _bound_names(element.value)]
+    name = dotted_name(target) if isinstance(target, cst.BaseExpression) else None
+    return [name] if name else []
 
 
 def _skip_detections(

@@ -11,6 +11,7 @@ import pytest
 from lint_dummies import EveryName, Exploding, PrintCall
 
 import linter._engine as engine
+import linter._source as source_module
 from linter._engine import decode_source, lint_bytes, lint_file, lint_text, noqa_directives
 
 
@@ -67,8 +68,8 @@ def test_refined_wants_keeps_a_file_with_one_trigger_word_unparsed() -> None:
 def test_prefilter_of_a_file_job_uses_wants() -> None:
     unwanted = engine.Job("m.py", (PrintNextToInput(),), b"print(1)\n")
     wanted = engine.Job("m.py", (PrintNextToInput(),), b"print(input())\n")
-    assert engine._prefilter(unwanted) == (engine.FileReport("m.py"), None)
-    assert engine._prefilter(wanted)[1] is not None
+    assert engine._prepare(unwanted, None) == (engine.FileReport("m.py"), None, None)
+    assert engine._prepare(wanted, None)[1] is not None
 
 
 def test_syntax_error_names_line_and_column() -> None:
@@ -208,14 +209,14 @@ class TestReadErrors:
             def deny(path: str, mode: str = "r") -> None:
                 raise PermissionError(13, "Permission denied", path)
 
-            monkeypatch.setattr(engine, "open", deny, raising=False)
+            monkeypatch.setattr(source_module, "open", deny, raising=False)
         else:
             target.chmod(0)
         report = lint_file(str(target), [PrintCall()])
         assert report.errors[0].message == "cannot read: Permission denied"
 
     def test_huge_file(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(engine, "MAX_FILE_BYTES", 2**20)
+        monkeypatch.setattr(source_module, "MAX_FILE_BYTES", 2**20)
         target = tmp_path / "huge.py"
         target.write_bytes(b"x = 1\n" * 400_000)
         report = lint_file(str(target), [PrintCall()])

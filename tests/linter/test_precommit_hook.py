@@ -20,7 +20,7 @@ def hook_command() -> list[str]:
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "amp-lint"
     assert hook["language"] == "python"
-    assert hook["types"] == ["python"]
+    assert hook["types_or"] == ["python", "jupyter"]
     entry = shlex.split(hook["entry"])
     # pre-commit runs the entry from the hook's own environment, where it is a console script.
     return [str(BIN / entry[0]), *entry[1:], *hook.get("args", [])]
@@ -86,3 +86,11 @@ def test_registered_rules_report_their_invalid_examples_through_the_hook(tmp_pat
         reported.add((path, int(row), rest.split()[0]))
     assert expected <= reported
     assert result.returncode == (1 if expected else 0), result.stderr
+
+
+def test_a_staged_notebook_is_linted(tmp_path: Path) -> None:
+    notebook = Path(__file__).parent / "fixtures" / "notebooks" / "flan_t5_fp16_t4.ipynb"
+    (tmp_path / "t4.ipynb").write_bytes(notebook.read_bytes())
+    result = run_hook(tmp_path, "t4.ipynb")
+    assert result.returncode == 1, result.stderr
+    assert "t4.ipynb:cell 5:9:55: AMP001 " in result.stdout

@@ -66,6 +66,8 @@ def test_json_has_locations_and_related_sites(result: LintResult) -> None:
         "location": {"row": 3, "column": 5},
         "end_location": {"row": 4, "column": 11},
         "related": [{"location": {"row": 4, "column": 9}, "message": "first argument"}],
+        "cell": None,
+        "fix": None,
     }
 
 
