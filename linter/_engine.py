@@ -15,7 +15,6 @@ import itertools
 import os
 import pickle
 import re
-import stat
 import sys
 import tokenize
 import warnings
