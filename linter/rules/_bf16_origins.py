@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter.rules._bf16_families import Bf16Family, bf16_family
+from linter.rules._command_line import DeclaredSettings
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._module_index import ModuleIndex
+from linter.rules._path_facts import PathFacts
 
 BF16 = "bf16"
 FP16 = "fp16"
@@ -96,6 +98,8 @@ class Bf16Origin:
     description: str
     #: The family, when the checkpoint name made it bf16; None for an explicit dtype.
     family: Bf16Family | None = None
+    #: ``loaded`` (a bf16 dtype at load), ``cast`` (``.to(torch.bfloat16)``) or ``family``.
+    kind: str = "loaded"
 
 
 def string_value(node: cst.BaseExpression | None) -> str | None:
@@ -125,8 +129,10 @@ class ModuleConstants:
     literal (so a name rebound in a branch, or computed at run time, stays unresolved).
     """
 
-    def __init__(self, index: ModuleIndex) -> None:
+    def __init__(self, index: ModuleIndex, settings: DeclaredSettings | None = None) -> None:
         self._index = index
+        self._settings = settings or DeclaredSettings(index)
+        self._passed: set[tuple[str, str]] | None = None
         counts: dict[tuple[cst.CSTNode | None, str], int] = {}
         values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         for node in index.nodes(cst.Assign):
@@ -155,23 +161,97 @@ class ModuleConstants:
             function = self._index.enclosing_function(node)
             if function is not None and (function, node.value) in self.values:
                 return self.values[(function, node.value)]
+            if function is not None:
+                default = self._parameter_default(function, node.value)
+                if default is not None:
+                    return default
             if (None, node.value) in self.values:
                 return self.values[(None, node.value)]
+        elif isinstance(node, cst.Attribute):
+            setting = self._settings.of(node)
+            if setting is not None and setting.default is not None:
+                return setting.default
         return node
+
+    def describe(self, node: cst.BaseExpression) -> str | None:
+        """Where a default that `resolve` used was declared (``--base_model``, ``parameter
+        `name```); None for a literal or a plain constant."""
+        if isinstance(node, cst.Attribute):
+            setting = self._settings.of(node)
+            if setting is not None and setting.default is not None:
+                return setting.flag if setting.flag.startswith("--") else f"`{setting.flag}`"
+        if isinstance(node, cst.Name):
+            function = self._index.enclosing_function(node)
+            if (
+                function is not None
+                and (function, node.value) not in self.values
+                and self._parameter_default(function, node.value) is not None
+            ):
+                return f"parameter `{node.value}`"
+        return None
+
+    def _parameter_default(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+        """``def main(base_model="google/gemma-3-1b-it")``: the default, when no call in this
+        module passes that parameter (else what it holds depends on the caller)."""
+        params = function.params
+        for param in (*params.params, *params.kwonly_params):
+            if param.name.value != name or param.default is None:
+                continue
+            if (function.name.value, name) in self._passed_parameters():
+                return None
+            return param.default
+        return None
+
+    def _passed_parameters(self) -> set[tuple[str, str]]:
+        """(function name, parameter) pairs some call of this module may pass a value to."""
+        if self._passed is None:
+            functions = {
+                f.name.value: f  # type: ignore[attr-defined]
+                for f in self._index.nodes(cst.FunctionDef)
+            }
+            passed: set[tuple[str, str]] = set()
+            for call in self._index.nodes(cst.Call):
+                func = call.func  # type: ignore[attr-defined]
+                callee = func.value if isinstance(func, cst.Name) else None
+                if isinstance(func, cst.Attribute):
+                    callee = func.attr.value
+                function = functions.get(callee)  # type: ignore[arg-type]
+                if function is None:
+                    continue
+                names = [
+                    p.name.value for p in (*function.params.posonly_params, *function.params.params)
+                ]
+                if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
+                    names = names[1:]
+                for arg in call.args:  # type: ignore[attr-defined]
+                    if arg.star:
+                        passed.update((callee, n) for n in names)  # type: ignore[misc]
+                    elif arg.keyword is not None:
+                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]
+                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)  # type: ignore[attr-defined]
+                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]
+            self._passed = passed
+        return self._passed
 
 
 class Bf16Origins:
     """bf16 origins of the models in one module."""
 
     def __init__(
-        self, index: ModuleIndex, aliases: ImportAliases, constants: ModuleConstants
+        self,
+        index: ModuleIndex,
+        aliases: ImportAliases,
+        constants: ModuleConstants,
+        paths: PathFacts | None = None,
+        extra_families: tuple[Bf16Family, ...] = (),
     ) -> None:
         self._index = index
         self._aliases = aliases
         self._constants = constants
-        #: (scope node, dotted name) -> origin, for ``self.x`` (scope = class) in any method.
-        self._attributes: dict[tuple[cst.CSTNode | None, str], Bf16Origin] = {}
-        #: (function or None, name) -> (source rank, binding node, origin or None) in order.
+        self._paths = paths or PathFacts(index)
+        self._extra_families = extra_families
+        #: (scope, dotted name) -> (source rank, binding node, origin or None) in source order;
+        #: the scope is the function for plain names, the class for ``self.x``.
         self._bindings: dict[
             tuple[cst.CSTNode | None, str], list[tuple[int, cst.CSTNode, Bf16Origin | None]]
         ]
@@ -180,12 +260,17 @@ class Bf16Origins:
         self._settled: dict | None = None
         self._resolving: set[cst.FunctionDef] = set()
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
+        self._functions: dict[str, list[cst.FunctionDef]] | None = None
         # Two passes: a function defined above its caller sees the caller's models on the second.
         self._collect()
         self._settled = self._bindings
-        self._bindings, self._attributes = {}, {}
+        self._bindings = {}
         self._collect()
         self._settled = self._bindings
+
+    @property
+    def paths(self) -> PathFacts:
+        return self._paths
 
     # -- dtypes -----------------------------------------------------------------------------
 
@@ -228,13 +313,16 @@ class Bf16Origins:
         checkpoint = self.checkpoint_name(name_node)
         if checkpoint is None:
             return None
-        family = bf16_family(checkpoint)
+        family = bf16_family(checkpoint, self._extra_families)
         if family is None:
             return None
+        declared = self._constants.describe(name_node) if name_node is not None else None
+        where = f" (the default of {declared})" if declared else ""
         return Bf16Origin(
             name_node,  # type: ignore[arg-type]
-            f"loads `{checkpoint}`, a {family.name} checkpoint pretrained in bfloat16",
+            f"loads `{checkpoint}`{where}, a {family.name} checkpoint pretrained in bfloat16",
             family,
+            "family",
         )
 
     def of_expression(self, node: cst.BaseExpression, at: cst.CSTNode) -> Bf16Origin | None:
@@ -246,11 +334,11 @@ class Bf16Origins:
                 if method == "from_pretrained":
                     return self._from_pretrained(node)
                 if method == "bfloat16":
-                    return Bf16Origin(node, "cast to bfloat16")
+                    return Bf16Origin(node, "cast to bfloat16", kind="cast")
                 if method == "to":
                     cast = self.cast_dtype(node)
                     if cast == BF16:
-                        return Bf16Origin(node, "cast to bfloat16")
+                        return Bf16Origin(node, "cast to bfloat16", kind="cast")
                     if cast == FP16:
                         return None  # the cast is the fp16 site; the result is fp16 already
                     base = self.of_expression(func.value, at)
@@ -267,19 +355,67 @@ class Bf16Origins:
                 first = positional(node, 0) or keyword(node, "model")
                 if first is not None:
                     return self.of_expression(first.value, at)
+            return self.returned(node, None)
+        if isinstance(node, cst.Subscript):
             return None
         name = dotted_name(node)
         if name is None:
             return None
         return self.of_name(name, at)
 
+    def returned(self, call: cst.Call, element: int | None) -> Bf16Origin | None:
+        """The origin of what a same-module function returns (``element`` of a returned tuple):
+        ``model, tok = load_model_and_tokenizer(name)``."""
+        for function in self._callees(call):
+            if function in self._resolving or len(self._resolving) >= MAX_CALL_DEPTH:
+                continue
+            self._resolving.add(function)
+            try:
+                for statement in _returns(function):
+                    value = statement.value
+                    if element is not None:
+                        if not isinstance(value, cst.Tuple) or element >= len(value.elements):
+                            continue
+                        value = value.elements[element].value
+                    if value is None:
+                        continue
+                    origin = self.of_expression(value, statement)
+                    if origin is not None:
+                        return origin
+            finally:
+                self._resolving.discard(function)
+        return None
+
+    def _callees(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The functions of this module a call may run: ``f(...)`` a module-level function,
+        ``self.f(...)`` a method of the caller's class."""
+        if self._functions is None:
+            self._functions = {}
+            for function in self._index.nodes(cst.FunctionDef):
+                self._functions.setdefault(function.name.value, []).append(function)  # type: ignore[attr-defined]
+        func = call.func
+        if isinstance(func, cst.Name):
+            return [
+                f
+                for f in self._functions.get(func.value, [])
+                if self._index.enclosing_class(f.body) is None
+            ]
+        if isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
+            cls = self._index.enclosing_class(call)
+            return [
+                f
+                for f in self._functions.get(func.attr.value, [])
+                if cls is not None and self._index.enclosing_class(f.body) is cls
+            ]
+        return []
+
     def of_name(self, name: str, at: cst.CSTNode) -> Bf16Origin | None:
-        if name.startswith("self."):
-            return self._attributes.get((self._class_of(at), name))
         function = self._index.enclosing_function(at)
         order = self._index.order.get(at, len(self._index.order))
         # `model = model.half()`: the binding being evaluated does not exist yet.
         enclosing = {at, *self._index.ancestors(at)}
+        if name.startswith("self."):
+            return self._attribute_origin(name, at, function, order, enclosing)
         parameter = _parameter_position(function, name) if function is not None else None
         for scope in (function, None):
             if scope is None and parameter is not None:
@@ -290,10 +426,41 @@ class Bf16Origins:
             found: Bf16Origin | None = None
             seen = False
             for position, node, origin in self._bindings.get((scope, name), []):
-                if position < limit and node not in enclosing:
+                if (
+                    position < limit
+                    and node not in enclosing
+                    and not self._paths.exclusive(node, at)
+                ):
                     found, seen = origin, True
             if seen:
                 return found
+        return None
+
+    def _attribute_origin(
+        self,
+        name: str,
+        at: cst.CSTNode,
+        function: cst.FunctionDef | None,
+        order: int,
+        enclosing: set[cst.CSTNode],
+    ) -> Bf16Origin | None:
+        """``self.x``: the last binding before ``at`` in its own method; else one from another
+        method of the class (whose call order is not known)."""
+        bindings = [
+            (position, node, origin)
+            for position, node, origin in self._bindings.get((self._class_of(at), name), [])
+            if node not in enclosing and not self._paths.exclusive(node, at)
+        ]
+        here = [
+            origin
+            for position, node, origin in bindings
+            if position < order and self._index.enclosing_function(node) is function
+        ]
+        if here:
+            return here[-1]
+        for _position, node, origin in bindings:
+            if origin is not None and self._index.enclosing_function(node) is not function:
+                return origin
         return None
 
     def _argument_origin(
@@ -354,10 +521,9 @@ class Bf16Origins:
         if name is None:
             return
         if name.startswith("self."):
-            if origin is not None:
-                self._attributes[(self._class_of(at), name)] = origin
-            return
-        scope = self._index.enclosing_function(at)
+            scope = self._class_of(at)
+        else:
+            scope = self._index.enclosing_function(at)
         self._bindings.setdefault((scope, name), []).append((self._index.order[at], at, origin))
 
     def _collect(self) -> None:
@@ -380,10 +546,29 @@ class Bf16Origins:
             value = node.value  # type: ignore[attr-defined]
             for target in (t.target for t in node.targets):  # type: ignore[attr-defined]
                 if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Call):
-                    # model, optimizer = accelerator.prepare(model, optimizer)
                     name = dotted_name(value.func)
                     if name is not None and last_part(name) == "prepare":
+                        # model, optimizer = accelerator.prepare(model, optimizer)
                         for element, arg in zip(target.elements, value.args, strict=False):
                             self._bind(element.value, self.of_expression(arg.value, node), node)
+                    else:
+                        # model, tokenizer = load_model_and_tokenizer(...)
+                        for position, element in enumerate(target.elements):
+                            self._bind(element.value, self.returned(value, position), node)
                     continue
                 self._bind(target, self.of_expression(value, node), node)
+
+
+def _returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The ``return`` statements of ``function`` itself (not of functions nested in it)."""
+    found: list[cst.Return] = []
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return):
+            found.append(node)
+        elif isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda | cst.BaseExpression):
+            continue
+        else:
+            stack.extend(node.children)
+    return found

@@ -416,7 +416,7 @@ class Fp16Sites:
                     for target in node.targets:  # type: ignore[attr-defined]
                         name = dotted_name(target.target)
                         if name and name.startswith("self."):
-                            origin = self.origins.of_name(name, node)
+                            origin = self.origins.of_expression(node.value, node)  # type: ignore[attr-defined]
                             if origin is not None:
                                 return name, origin
             return self.model_in(value, at)  # LitModule(hf_model): the model passed in
