@@ -6,8 +6,10 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._fp16_sites import Fp16Sites, may_hold_a_finding
+from linter._rule import Example, Finding, ModuleContext, Rule, RuleOption
+from linter.rules._bf16_families import user_families
+from linter.rules._bf16_origins import Bf16Origin
+from linter.rules._fp16_sites import Fp16Site, Fp16Sites, may_hold_a_finding
 
 
 class Fp16AmpWithBf16Checkpoint(Rule):
@@ -73,6 +75,15 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     # Every bf16 origin is a `from_pretrained(...)`, spells `bfloat16`, or is a checkpoint name
     # handed to a `...Trainer(model="...")`.
     triggers = ("bfloat16", "from_pretrained", "Trainer")
+    options = (
+        RuleOption(
+            "extend-bf16-families",
+            list,
+            [],
+            "Checkpoint name patterns (shell-style, e.g. `my-org/llm-*`) that are bf16 like "
+            "the built-in families: a load of one with no dtype, or trained in fp16, is reported.",
+        ),
+    )
     valid = (
         Example(
             """\
@@ -124,7 +135,7 @@ for batch in loader:
     scaler.step(optimizer)
     scaler.update()
 """,
-            (5, 8),
+            (5,),
         ),
         Example(
             """\
@@ -151,21 +162,58 @@ trainer.train()
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         if not may_hold_a_finding(context.source):  # for callers that skip the engine
             return
-        analysis = Fp16Sites(context)
-        reported: set[cst.CSTNode] = set()
+        families = user_families(self.settings.get("extend-bf16-families", ()))
+        analysis = Fp16Sites(context, families)
+        # One finding per bf16 model: reported at its first fp16 site, the others related.
+        by_origin: dict[cst.CSTNode, list[Fp16Site]] = {}
         for site in analysis.sites():
+            group = by_origin.setdefault(site.origin.node, [])
+            if all(site.node is not other.node for other in group):
+                group.append(site)
+        reported: set[cst.CSTNode] = set()
+        for group in by_origin.values():
+            group.sort(key=lambda site: _start(context, site.node))
+            site = next((s for s in group if s.when is None), group[0])
             if site.node in reported:
                 continue
             reported.add(site.node)
             origin = site.origin
-            line = context.position(origin.node).start.line
-            if origin.family is not None:
-                became = f"{origin.description} (line {line})"
-            else:
-                became = f"was {origin.description} at line {line}"
-            message = (
-                f"{site.what} applies fp16 to `{site.model}`, which {became}: bf16-pretrained "
-                "weights and activations exceed fp16's max 65504, the loss scale backs off "
-                f"below 1 and NaNs follow; {site.fix}"
-            )
-            yield Finding(site.node, message, related=((origin.node, origin.description),))
+            related = [(origin.node, _origin_note(origin))]
+            related += [
+                (other.node, f"{other.what} also applies fp16")
+                for other in group
+                if other is not site
+            ]
+            yield Finding(site.node, _message(context, site), related=tuple(related))
+
+
+def _start(context: ModuleContext, node: cst.CSTNode) -> tuple[int, int]:
+    start = context.position(node).start
+    return start.line, start.column
+
+
+def _origin_note(origin: Bf16Origin) -> str:
+    return origin.description if origin.family is None else origin.description.split(",")[0]
+
+
+#: Why each kind of bf16 origin breaks under fp16, for the message.
+_WHY = {
+    "family": "bf16-pretrained weights and activations exceed fp16's max 65504",
+    "loaded": "bf16 weights and activations can exceed fp16's max 65504",
+    "cast": "bf16 weights and activations can exceed fp16's max 65504",
+}
+
+
+def _message(context: ModuleContext, site: Fp16Site) -> str:
+    origin = site.origin
+    line = context.position(origin.node).start.line
+    model = f"`{site.model}`" if site.model != "the model" else site.model
+    if origin.family is not None:
+        became = f"{origin.description} (line {line})"
+    else:
+        became = f"was {origin.description} at line {line}"
+    when = f"{site.when}, " if site.when is not None else ""
+    return (
+        f"{when}{site.what} applies fp16 to {model}, which {became}: {_WHY[origin.kind]}, "
+        f"the loss scale backs off below 1 and NaNs follow; {site.fix}"
+    )
