@@ -38,6 +38,9 @@ GRAD_SCALER_CONSTRUCTORS = frozenset(
     }
 )
 
+#: ampscale's own GradScaler: only it has ``peek_scale()`` and ``step_skipped()``.
+AMPSCALE_CONSTRUCTORS = frozenset({"scaler.GradScaler", "ampscale.GradScaler"})
+
 #: Class names that are GradScalers when the module defines or star-imports them.
 GRAD_SCALER_CLASS_NAMES = frozenset({"GradScaler", "ShardedGradScaler"})
 
@@ -74,6 +77,8 @@ class ScalerReceivers:
         self.proven: set[str] = set()
         #: Dotted names assigned an object of another class (e.g. ``StandardScaler()``).
         self._other: set[str] = set()
+        #: Dotted names proven to hold ampscale's GradScaler.
+        self._ampscale: set[str] = set()
         assignments = [
             (target, node.value)
             for node in index.nodes(cst.Assign)
@@ -102,6 +107,8 @@ class ScalerReceivers:
                     continue
                 if self._value_is_scaler(value):
                     self.proven.add(name)
+                    if self._is_ampscale_value(value):
+                        self._ampscale.add(name)
                 elif _constructs_a_class(value):
                     self._other.add(name)
 
@@ -122,6 +129,18 @@ class ScalerReceivers:
             arg.keyword is not None and arg.keyword.value == "enabled" and _is_false(arg.value)
             for arg in node.args
         )
+
+    def is_ampscale(self, node: cst.BaseExpression) -> bool:
+        """True when ``node`` holds ampscale's GradScaler (not torch's or a framework's)."""
+        name = dotted_name(node)
+        return name is not None and name in self._ampscale
+
+    def _is_ampscale_value(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Call):
+            name = dotted_name(value.func)
+            return name is not None and self._aliases.qualify(name) in AMPSCALE_CONSTRUCTORS
+        name = dotted_name(value)
+        return name is not None and name in self._ampscale
 
     def proves(self, node: cst.BaseExpression) -> bool:
         """True when the module shows that ``node`` holds a GradScaler."""

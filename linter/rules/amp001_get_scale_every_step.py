@@ -308,21 +308,38 @@ for i, batch in enumerate(loader):
             if why is None:
                 continue
             text = context.module.code_for_node(read.node)
-            if read.node in skip_checks:
-                message = (
-                    f"`{text}` reads the loss scale around `{read.receiver}.update()` to "
-                    f"detect a skipped step, a host-device sync every training step ({why}); "
-                    f"use ampscale's `{read.receiver}.step_skipped(optimizer)` or compare the "
-                    "scale tensors on the device instead"
-                )
-            else:
-                message = (
-                    f"`{text}` copies the loss scale to the host, a device sync that stalls "
-                    f"every training step ({why}); read it under a log-interval guard "
-                    f"(`if step % log_every == 0:`) or use ampscale's non-blocking "
-                    f"`{read.receiver}.peek_scale()`"
-                )
-            yield Finding(read.node, message)
+            yield Finding(read.node, _message(text, read, why, read.node in skip_checks, receivers))
+
+
+def _message(
+    text: str, read: ScaleRead, why: str, detects_skip: bool, receivers: ScalerReceivers
+) -> str:
+    """The finding's words: what the read is for, and advice for the scaler in hand."""
+    ampscale = (
+        receivers.is_ampscale(cst.parse_expression(read.receiver)) if read.receiver else False
+    )
+    if detects_skip:
+        advice = (
+            f"use `{read.receiver}.step_skipped(optimizer)`, a device-side flag"
+            if ampscale
+            else "compare the scale tensors on the device, or switch to ampscale's GradScaler "
+            "(`from scaler import GradScaler`), whose `step_skipped(optimizer)` needs no sync"
+        )
+        return (
+            f"`{text}` reads the loss scale around `{read.receiver}.update()` to detect a "
+            f"skipped step, a host-device sync every training step ({why}); {advice}"
+        )
+    advice = (
+        f"guard it with a log interval (`if step % log_every == 0:`) or use the non-blocking "
+        f"`{read.receiver}.peek_scale()`"
+        if ampscale
+        else "guard it with a log interval (`if step % log_every == 0:`), or switch to "
+        "ampscale's GradScaler (`from scaler import GradScaler`), whose `peek_scale()` never waits"
+    )
+    return (
+        f"`{text}` copies the loss scale to the host to log/check it, a device sync that stalls "
+        f"every training step ({why}); {advice}"
+    )
 
 
 def _skip_detections(
@@ -343,6 +360,32 @@ def _skip_detections(
         ]
         before = [r for r in same if order[r.node] < order[update]]
         after = [r for r in same if order[r.node] > order[update]]
-        if before and after:
+        if before and after and any(_compared(index, r.node) for r in before + after):
             found.update(r.node for r in before + after)
     return found
+
+
+def _compared(index: ModuleIndex, read: cst.CSTNode) -> bool:
+    """The value read is compared: in a comparison itself, or through the name it is bound to
+    (``before = scaler.get_scale()`` ... ``if scaler.get_scale() < before``)."""
+    bound: str | None = None
+    for ancestor in index.ancestors(read):
+        if isinstance(ancestor, cst.Comparison):
+            return True
+        if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1:
+            bound = dotted_name(ancestor.targets[0].target)
+            break
+        if isinstance(ancestor, cst.BaseSmallStatement | cst.BaseCompoundStatement):
+            break
+    if bound is None:
+        return False
+    scope = index.enclosing_function(read)
+    stack: list[cst.CSTNode] = [scope if scope is not None else index.module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Comparison):
+            parts = (node.left, *(t.comparator for t in node.comparisons))
+            if any(dotted_name(part) == bound for part in parts):
+                return True
+        stack.extend(node.children)
+    return False

@@ -317,7 +317,28 @@ def test_skipped_step_pattern_gets_its_own_message() -> None:
     """
     found = run_rule(GetScaleEveryStep, textwrap.dedent(source))
     assert [line for line, _col, msg in found if "to detect a skipped step" in msg] == [4, 7]
-    assert all("scaler.step_skipped(optimizer)" in msg for _line, _col, msg in found)
+    # torch's scaler has no step_skipped(): the advice is to switch to ampscale's.
+    assert all("(`from scaler import GradScaler`)" in msg for _line, _col, msg in found)
+    ampscale = source.replace("import torch", "from scaler import GradScaler").replace(
+        'torch.amp.GradScaler("cuda")', "GradScaler()"
+    )
+    found = run_rule(GetScaleEveryStep, textwrap.dedent(ampscale))
+    assert [line for line, *_ in found] == [4, 7]
+    assert all("use `scaler.step_skipped(optimizer)`" in msg for _line, _col, msg in found)
+
+
+def test_reads_around_update_that_are_not_compared_only_log_the_scale() -> None:
+    source = """    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        log(before=before, after=scaler.get_scale())
+    """
+    found = run_rule(GetScaleEveryStep, textwrap.dedent(source))
+    assert [line for line, *_ in found] == [4, 7]
+    assert all("to log/check it" in msg and "skipped" not in msg for *_, msg in found)
 
 
 def test_message_names_the_loop_line_and_the_call() -> None:
@@ -330,7 +351,15 @@ def test_message_names_the_loop_line_and_the_call() -> None:
     (message,) = messages(source)
     assert message.startswith("`scaler.get_scale()` copies the loss scale to the host")
     assert "inside the loop at line 3" in message
-    assert message.endswith("or use ampscale's non-blocking `scaler.peek_scale()`")
+    assert message.endswith(
+        "or switch to ampscale's GradScaler (`from scaler import GradScaler`), whose "
+        "`peek_scale()` never waits"
+    )
+    ampscale = source.replace('torch.amp.GradScaler("cuda")', "GradScaler()").replace(
+        "import torch", "from scaler import GradScaler"
+    )
+    (message,) = messages(ampscale)
+    assert message.endswith("or use the non-blocking `scaler.peek_scale()`")
 
 
 def test_read_in_a_lambda_or_nested_definition_is_judged_by_its_call() -> None:
