@@ -145,7 +145,12 @@ def test_else_branch_of_inverted_periodic_guard_is_periodic() -> None:
 
 @pytest.mark.parametrize(
     "exit_guard",
-    ["if i % log_every != 0:\n        continue", "if not should_log(i): continue"],
+    [
+        "if i % log_every != 0:\n        continue",
+        "if not should_log(i): continue",
+        "if i % log_every != 0:\n        break",
+        "if not should_log(i):\n        raise StopTraining(i)",
+    ],
 )
 def test_early_exit_on_off_steps_guards_the_rest_of_the_block(exit_guard: str) -> None:
     source = f"""\
@@ -480,3 +485,65 @@ def test_private_tensor_read_is_matched_only_as_the_trigger_spells_it() -> None:
     assert lines(LOOP_READ.format(setup=setup, read="scaler._scale.item()")) == [7]
     # The engine skips files without `._scale`; the rule must not claim what it never sees.
     assert lines(LOOP_READ.format(setup=setup, read="(scaler .  _scale).item()")) == []
+
+
+def test_a_loop_over_scalers_is_not_a_step_loop() -> None:
+    source = """\
+    import torch
+    scalers = [torch.amp.GradScaler("cuda"), torch.amp.GradScaler("cuda")]
+    for epoch in range(num_epochs):
+        run_epoch(scalers)
+        for scaler in scalers:
+            print(scaler.get_scale())
+    """
+    assert lines(source) == []
+    assert lines(source.replace("for scaler in scalers:", "for scaler in loader:")) == [6]
+
+
+HOOK_WITH_EARLY_RETURN = """\
+from transformers import TrainerCallback
+
+
+class ScaleLogger(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if {test}:
+            return
+        print(self.scaler.get_scale())
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ("not state.is_world_process_zero or not control.should_log", []),
+        ("not (state.is_world_process_zero and control.should_log)", []),
+        ("not state.is_world_process_zero", [8]),
+        ("state.is_world_process_zero and not control.should_log", [8]),
+    ],
+)
+def test_early_return_when_the_framework_is_not_logging(test: str, expected: list[int]) -> None:
+    assert lines(HOOK_WITH_EARLY_RETURN.format(test=test)) == expected
+
+
+def test_calls_on_another_object_are_not_calls_of_the_method_of_this_class() -> None:
+    source = """\
+    class Task:
+        def train_step(self, batch):
+            return batch
+
+
+    class Trainer:
+        def train_step(self, batch):
+            print(self.scaler.get_scale())
+
+        def fit(self, loader):
+            for batch in loader:
+                self.task.train_step(batch)
+    """
+    assert lines(source) == []
+    assert lines(source.replace("self.task.train_step", "self.train_step")) == [8]
+    # ...unless this module shows the attribute holds an instance of the class.
+    bound = source.replace(
+        "def fit(self, loader):", "def fit(self, loader):\n            self.task = Trainer()"
+    )
+    assert lines(bound) == [8]

@@ -228,7 +228,10 @@ def test_lightning_precision_applies_to_the_module_passed_to_fit() -> None:
     """
     # Both fp16 Trainers fit the same bf16 backbone: one finding, the second site related.
     assert run_rule_related(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source)) == [
-        (9, [(7, "loads `google/t5-v1_1-small`"), (10, "`precision=\"16-mixed\"` also applies fp16")])
+        (
+            9,
+            [(7, "loads `google/t5-v1_1-small`"), (10, '`precision="16-mixed"` also applies fp16')],
+        )
     ]
 
 
