@@ -356,7 +356,7 @@ class Fp16Sites:
                 if origin is not None:
                     yield Fp16Site(
                         dtype,
-                        "loading in float16",
+                        f"`{self.context.module.code_for_node(dtype).strip().rstrip(',')}`",
                         "load with `torch_dtype=torch.bfloat16`",
                         "the model",
                         origin,

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule, RuleOption
-from linter.rules._bf16_families import user_families
+from linter.rules._bf16_families import BF16_FAMILIES, user_families
 from linter.rules._bf16_origins import Bf16Origin
 from linter.rules._fp16_sites import Fp16Site, Fp16Sites, may_hold_a_finding
 
@@ -16,30 +16,68 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     """fp16 mixed precision applied to a model that is bf16.
 
     ## What it does
-    Flags an fp16 mixed-precision switch — autocast with `dtype=torch.float16` (or a CUDA
-    autocast with no dtype, whose default is fp16), a `GradScaler`, `.half()`,
-    `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's configs),
-    `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it applies to
-    a model that this file loaded or cast as bf16
-    (`from_pretrained(..., torch_dtype=torch.bfloat16)` or `dtype="bfloat16"`,
-    `.to(torch.bfloat16)`, `.bfloat16()`), or to a checkpoint from a family
-    documented as pretrained in bf16 and unsafe in fp16 (FLAN-T5, T5 v1.1, mT5, T0, Gemma 3/4,
-    Qwen2 — the table in `linter/rules/_bf16_families.py` cites the evidence for each). Since
-    transformers 5 loads with `dtype="auto"`, such a checkpoint loaded with no dtype is bf16.
+    Flags an fp16 mixed-precision switch — autocast with `dtype=torch.float16` (or an autocast
+    with no dtype on a device other than the CPU: `torch.autocast("cuda")`,
+    `torch.autocast(device_type=device.type)`, `torch.cuda.amp.autocast()`, all fp16 on CUDA),
+    a `GradScaler`, `.half()`, `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's
+    configs), `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it
+    applies to a model that is bf16: loaded as bf16
+    (`from_pretrained(..., torch_dtype=torch.bfloat16)` or `dtype="bfloat16"`), cast to bf16
+    (`.to(torch.bfloat16)`, `.bfloat16()`), or a checkpoint of a family pretrained in bf16 and
+    documented as unsafe in fp16 (the table below). Since transformers 5 loads with
+    `dtype="auto"`, such a checkpoint loaded with no dtype is bf16. The checkpoint name may be
+    a literal, a module constant, a function parameter's default, an argparse `default=` or a
+    dataclass field default (`model_name_or_path: str = field(default=...)`).
 
-    The finding is reported at the fp16 site and names the line where the model became bf16
-    (a related location in SARIF). The model is tracked through the file: the model called under
-    the autocast, the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
-    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`, and a
-    function's parameter when this file calls the function with a bf16 model
-    (`train(model, loader)`).
+    The model is tracked through the file: the model called under the autocast (a pipeline
+    too), the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
+    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`, a
+    function's parameter when this file calls the function with a bf16 model, and a model a
+    same-module helper returns (`model, tok = load_model_and_tokenizer(...)`).
+
+    ### One path, in order
+    A bf16 origin and an fp16 site pair only when one run can reach both, the origin first:
+
+    - different arms of one `if`/`elif`/`else` never pair
+      (`if cfg.bf16: model = model.bfloat16()` / `elif cfg.fp16: model = model.half()`);
+    - nor do separate `if`s whose conditions cannot hold together: one variable compared with
+      two different constants (`precision == "bf16"` / `precision == "fp16"`), the `bf16` and
+      `fp16` flags of one configuration object (`args.bf16` / `args.fp16` — transformers'
+      `TrainingArguments` raises when both are set), flags an `assert` makes exclusive
+      (`assert not (a and b)`, `assert a + b <= 1`) or an argparse mutually exclusive group
+      declares, and an fp16 switch whose own value contradicts the branch of the bf16 load
+      (`fp16=not torch.cuda.is_bf16_supported()` beside a load under
+      `if torch.cuda.is_bf16_supported():`);
+    - a cast or assignment after the fp16 site is never its origin (a bf16 copy saved after
+      training is not what was trained).
+
+    ### Certain or reachable
+    An fp16 switch counts when it is on wherever the script trains on a GPU: `True`, a name
+    bound once to `True`, `not bf16` where `bf16` is `False`, `torch.cuda.is_available()`, a
+    command-line flag whose default turns it on. The finding is *reachable* when the script
+    declares a run that turns fp16 on — a `--mixed_precision` flag whose `choices` include
+    `"fp16"` feeding `Accelerator(mixed_precision=args.mixed_precision)`, or
+    `fp16=not torch.cuda.is_bf16_supported()` — and its message then starts with the
+    condition: "when run with --mixed_precision fp16, ...", "on a GPU without bf16 support,
+    ...". Any other runtime switch (`fp16=args.fp16` behind a `store_true` flag,
+    `enabled=use_amp`) is not reported: the script may only ever run with it off.
+
+    ### The finding
+    One finding per bf16 model, at its first fp16 site, naming where the model became bf16
+    (loaded as bf16, cast to bf16, or which family); the bf16 origin and any other fp16 site
+    that applies to the same model are related locations (in `--format json` and SARIF).
 
     Not reported: a dtype chosen at runtime (`dtype = torch.bfloat16 if bf16 else torch.float16`
-    used on both sides is one switch, not a mismatch), an autocast or GradScaler switched by a
-    runtime flag (`enabled=args.fp16`: the file may only ever run with it off), `fp16=False`,
-    `revision="fp16"`, `variant="fp16"`, names in comments or docstrings, a GradScaler next to
-    bf16 autocast (merely redundant), and inference-only files (no `backward()`, `fit`,
-    `train()` or Trainer): there is no loss scale to collapse there.
+    used on both sides is one switch, not a mismatch), `fp16=False`, `revision="fp16"`,
+    `variant="fp16"`, names in comments or docstrings, a GradScaler next to bf16 autocast
+    (merely redundant), and inference-only files (no `backward()`, `fit`, `train()` or
+    Trainer): there is no loss scale to collapse there.
+
+    ### Families pretrained in bf16
+    A row is in the table only with a public source; extend it for your own checkpoints with
+    the `extend-bf16-families` option.
+
+    {families}
 
     ## Why is this bad?
     A model pretrained in bf16 has learned weights and activations with bf16's fp32-sized range;
@@ -185,6 +223,21 @@ trainer.train()
                 if other is not site
             ]
             yield Finding(site.node, _message(context, site), related=tuple(related))
+
+
+def _family_rows() -> str:
+    """The family table for the docstring (indented like it, so ``cleandoc`` keeps it)."""
+    rows = ["| family | checkpoint names matching | evidence |", "|---|---|---|"]
+    for family in BF16_FAMILIES:
+        links = ", ".join(f"<{url}>" for url in family.evidence)
+        pattern = family.pattern.pattern.replace("|", "\\|")
+        rows.append(f"| {family.name} | `{pattern}` | {links} |")
+    return "\n    ".join(rows)
+
+
+Fp16AmpWithBf16Checkpoint.__doc__ = (Fp16AmpWithBf16Checkpoint.__doc__ or "").replace(
+    "{families}", _family_rows()
+)
 
 
 def _start(context: ModuleContext, node: cst.CSTNode) -> tuple[int, int]:
