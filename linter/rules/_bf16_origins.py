@@ -62,6 +62,9 @@ MODEL_WRAPPERS = frozenset(
     }
 )
 
+#: Keywords that name the checkpoint in ``from_pretrained`` calls.
+CHECKPOINT_KEYWORDS = ("pretrained_model_name_or_path", "model_name", "model_id")
+
 #: Module methods that cast in place (as statements they change what the name holds).
 _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 
@@ -508,8 +511,17 @@ class Bf16Origins:
         dtype_arg = self.loading_dtype_arg(call)
         if dtype_arg is not None and self.dtype(dtype_arg.value) == BF16:
             return Bf16Origin(dtype_arg, "loaded as bfloat16")
-        name_arg = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
-        return self.family_origin(name_arg.value if name_arg is not None else None)
+        return self.family_origin(self.checkpoint_arg(call))
+
+    def checkpoint_arg(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The checkpoint a ``from_pretrained`` call loads (positional, or by keyword as
+        transformers and Unsloth's ``FastLanguageModel`` spell it)."""
+        for name in CHECKPOINT_KEYWORDS:
+            found = keyword(call, name)
+            if found is not None:
+                return found.value
+        first = positional(call, 0)
+        return first.value if first is not None else None
 
     # -- bindings ----------------------------------------------------------------------------
 
@@ -551,6 +563,11 @@ class Bf16Origins:
                         # model, optimizer = accelerator.prepare(model, optimizer)
                         for element, arg in zip(target.elements, value.args, strict=False):
                             self._bind(element.value, self.of_expression(arg.value, node), node)
+                    elif name is not None and last_part(name) == "from_pretrained":
+                        # Unsloth: model, tokenizer = FastLanguageModel.from_pretrained(...)
+                        if target.elements:
+                            origin = self.of_expression(value, node)
+                            self._bind(target.elements[0].value, origin, node)
                     else:
                         # model, tokenizer = load_model_and_tokenizer(...)
                         for position, element in enumerate(target.elements):

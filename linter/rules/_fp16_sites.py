@@ -351,8 +351,7 @@ class Fp16Sites:
                 dtype = self.origins.loading_dtype_arg(call)
                 if dtype is None or self.origins.dtype(dtype.value) != FP16:
                     continue
-                name = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
-                origin = self.origins.family_origin(name.value if name is not None else None)
+                origin = self.origins.family_origin(self.origins.checkpoint_arg(call))
                 if origin is not None:
                     yield Fp16Site(
                         dtype,

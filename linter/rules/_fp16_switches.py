@@ -29,6 +29,9 @@ BF16_SUPPORT_CHECKS = frozenset(
     {"is_bf16_supported", "is_bfloat16_supported", "is_torch_bf16_gpu_available"}
 )
 
+#: The runs ``not torch.cuda.is_bf16_supported()`` turns fp16 on in, as messages say it.
+ON_GPUS_WITHOUT_BF16 = "on a GPU without bf16 support"
+
 
 @dataclass(frozen=True, slots=True)
 class SwitchOn:
@@ -119,7 +122,7 @@ class Fp16Switches:
         if isinstance(inner, cst.Call):
             name = dotted_name(inner.func)
             if name is not None and last_part(name) in BF16_SUPPORT_CHECKS:
-                return SwitchOn(self._facts.of_test(inner, False), "on a GPU without bf16 support")
+                return SwitchOn(self._facts.of_test(inner, False), ON_GPUS_WITHOUT_BF16)
         return None
 
     def _bound_once(self, name: cst.Name) -> cst.BaseExpression | None:

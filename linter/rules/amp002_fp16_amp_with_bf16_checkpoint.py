@@ -10,6 +10,7 @@ from linter._rule import Example, Finding, ModuleContext, Rule, RuleOption
 from linter.rules._bf16_families import BF16_FAMILIES, user_families
 from linter.rules._bf16_origins import Bf16Origin
 from linter.rules._fp16_sites import Fp16Site, Fp16Sites, may_hold_a_finding
+from linter.rules._fp16_switches import ON_GPUS_WITHOUT_BF16
 
 
 class Fp16AmpWithBf16Checkpoint(Rule):
@@ -266,7 +267,14 @@ def _message(context: ModuleContext, site: Fp16Site) -> str:
     else:
         became = f"was {origin.description} at line {line}"
     when = f"{site.when}, " if site.when is not None else ""
+    fix = _FIX_WHEN.get(site.when or "", site.fix)
     return (
         f"{when}{site.what} applies fp16 to {model}, which {became}: {_WHY[origin.kind]}, "
-        f"the loss scale backs off below 1 and NaNs follow; {site.fix}"
+        f"the loss scale backs off below 1 and NaNs follow; {fix}"
     )
+
+
+#: Advice that fits the runs a reachable site is on (bf16 is no option where it is missing).
+_FIX_WHEN = {
+    ON_GPUS_WITHOUT_BF16: "train in fp32 where bf16 is missing, not in fp16",
+}
