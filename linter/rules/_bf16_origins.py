@@ -124,6 +124,20 @@ def positional(call: cst.Call, position: int) -> cst.Arg | None:
     return args[position] if 0 <= position < len(args) else None
 
 
+#: Environment lookups whose second argument is the value a run without the variable gets.
+_ENVIRONMENT_LOOKUPS = frozenset({"os.getenv", "os.environ.get", "getenv", "environ.get"})
+
+
+def _environment_default(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``"google/gemma-3-1b-it"`` of ``os.getenv("MODEL", "google/gemma-3-1b-it")``."""
+    if not isinstance(node, cst.Call) or dotted_name(node.func) not in _ENVIRONMENT_LOOKUPS:
+        return None
+    default = keyword(node, "default") or positional(node, 1)
+    if default is None or not isinstance(default.value, cst.SimpleString):
+        return None
+    return default.value
+
+
 class ModuleConstants:
     """Names bound once to a value: ``MODEL_NAME = "google/..."`` at module level, or
     ``checkpoint = "google/mt5-small"`` inside the function that loads it.
@@ -154,12 +168,20 @@ class ModuleConstants:
                     continue
                 key = (function, name)
                 counts[key] = counts.get(key, 0) + 1
-                if isinstance(value, cst.SimpleString | cst.ConcatenatedString):
+                if isinstance(value, cst.SimpleString | cst.ConcatenatedString) or (
+                    _environment_default(value) is not None
+                ):
                     values[key] = value
         #: (function or None for the module, name) -> value expression, for names bound once.
         self.values = {key: value for key, value in values.items() if counts[key] == 1}
 
     def resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """The value a name or setting stands for (its literal, or the default of
+        ``os.environ.get("MODEL", "google/...")``); ``node`` itself when unknown."""
+        resolved = self._resolve(node)
+        return _environment_default(resolved) or resolved
+
+    def _resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(node, cst.Name):
             function = self._index.enclosing_function(node)
             if function is not None and (function, node.value) in self.values:
