@@ -129,6 +129,19 @@ class Fp16AmpWithBf16Checkpoint(Rule):
 import torch
 from transformers import AutoModelForCausalLM
 
+model = AutoModelForCausalLM.from_pretrained(cfg.model)
+if cfg.bf16:
+    model = model.to(torch.bfloat16)
+elif cfg.fp16:
+    model = model.half()  # the other arm: never the same run as the bf16 cast
+model(**batch).loss.backward()
+"""
+        ),
+        Example(
+            """\
+import torch
+from transformers import AutoModelForCausalLM
+
 model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.bfloat16)
 model.train()
 with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -159,6 +172,23 @@ Trainer(model=model, args=args, train_dataset=train_set).train()
         ),
     )
     invalid = (
+        Example(
+            """\
+import argparse
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mixed_precision", default="no", choices=["no", "fp16", "bf16"])
+args = parser.parse_args()
+accelerator = Accelerator(mixed_precision=args.mixed_precision)  # reachable: --mixed_precision fp16
+model = AutoModelForCausalLM.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+model, optimizer = accelerator.prepare(model, optimizer)
+accelerator.backward(model(**batch).loss)
+""",
+            (9,),
+        ),
         Example(
             """\
 import torch
