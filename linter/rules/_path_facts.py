@@ -15,14 +15,16 @@ Conditions are kept as `Fact`s, small normal forms of a test (``args.bf16`` is t
 ``precision == "fp16"``, ``torch.cuda.is_bf16_supported()`` is false), so a test elsewhere — an
 ``fp16=not torch.cuda.is_bf16_supported()`` argument — can be compared with them.
 
-Two precision flags of one configuration object (``args.fp16`` and ``args.bf16``,
-``cfg.use_fp16`` and ``cfg.use_bf16``) are exclusive: Hugging Face's ``TrainingArguments`` raises
-when both are set, and a script run with both asks for two precisions at once.
+An fp16 flag and a bf16 flag (``args.fp16`` and ``self.args.bf16``, ``cfg.use_fp16`` and
+``cfg.use_bf16``, ``fp16_full_eval`` and ``bf16_full_eval``) are exclusive: Hugging Face's
+``TrainingArguments`` raises when both are set, and a script run with both asks for two
+precisions at once.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -31,9 +33,10 @@ import libcst as cst
 from linter.rules._dotted_names import dotted_name
 from linter.rules._module_index import ModuleIndex
 
-#: Flag names (the last part of ``args.fp16``) that switch fp16 / bf16 on.
-FP16_FLAG_NAMES = frozenset({"fp16", "use_fp16", "half", "use_half", "amp_fp16", "fp16_amp"})
-BF16_FLAG_NAMES = frozenset({"bf16", "use_bf16", "bfloat16", "use_bfloat16", "amp_bf16"})
+#: Flag names (the last part of ``args.fp16``) that switch fp16 / bf16 on: ``fp16``,
+#: ``use_fp16``, ``fp16_full_eval``, ``half``; ``bf16``, ``bf16_full_eval``, ``use_bfloat16``.
+FP16_FLAG = re.compile(r"(^|_)(fp16|float16|half)(_|$)", re.IGNORECASE)
+BF16_FLAG = re.compile(r"(^|_)(bf16|bfloat16)(_|$)", re.IGNORECASE)
 
 #: Truth values: a `Fact` with this value says the subject is truthy / falsy.
 TRUE = True
@@ -139,9 +142,9 @@ def _contradict(a: Fact, b: Fact) -> bool:
     return False
 
 
-def _receiver_and_flag(subject: str) -> tuple[str, str]:
-    receiver, _dot, flag = subject.rpartition(".")
-    return receiver, flag
+def _flag(subject: str) -> str:
+    """``fp16`` of ``self.args.fp16``."""
+    return subject.rpartition(".")[2]
 
 
 class PathFacts:
@@ -153,10 +156,9 @@ class PathFacts:
         self._has_asserts = "assert" in source
         self.facts = Facts(index.module)
         self._conditions: dict[cst.CSTNode, frozenset[Fact]] = {}
-        #: Pairs of flag names (``{"fp16", "bf16"}``) that one receiver never has both true.
-        self._exclusive_flags: set[frozenset[str]] = {
-            frozenset(pair) for pair in itertools.product(FP16_FLAG_NAMES, BF16_FLAG_NAMES)
-        }
+        self._flag_setters: dict[str, list[cst.CSTNode]] | None = None
+        #: Pairs of flag names an argparse mutually exclusive group declares.
+        self._exclusive_flags: set[frozenset[str]] = set()
         #: Pairs of subjects an ``assert`` makes exclusive.
         self._exclusive_subjects: set[frozenset[str]] = set()
         self._collect_declared_exclusions()
@@ -175,14 +177,53 @@ class PathFacts:
             child = ancestor
 
     def conditions(self, node: cst.CSTNode) -> frozenset[Fact]:
-        """Facts that hold on every path reaching ``node`` within its function."""
+        """Facts that hold on every path reaching ``node`` within its function, with what a
+        derived flag implies (`implied`)."""
         found = self._conditions.get(node)
         if found is None:
             facts: set[Fact] = set()
             for statement, arm in self.arms(node):
                 facts |= self.facts.of_test(statement.test, arm is statement.body)
+            for fact in list(facts):
+                facts |= self.implied(fact)
             found = self._conditions[node] = frozenset(facts)
         return found
+
+    def implied(self, fact: Fact) -> frozenset[Fact]:
+        """What a derived flag being true implies: ``self.use_amp = True`` set only under
+        ``if args.fp16:`` (and otherwise only ever ``False``/``None``) means ``args.fp16``."""
+        if fact.relation != "is" or fact.value is not True:
+            return frozenset()
+        if self._flag_setters is None:
+            self._flag_setters = self._collect_flag_setters()
+        setters = self._flag_setters.get(fact.subject)
+        if not setters:
+            return frozenset()
+        common: set[Fact] | None = None
+        for setter in setters:
+            facts: set[Fact] = set()
+            for statement, arm in self.arms(setter):
+                facts |= self.facts.of_test(statement.test, arm is statement.body)
+            common = facts if common is None else common & facts
+        return frozenset(common or ())
+
+    def _collect_flag_setters(self) -> dict[str, list[cst.CSTNode]]:
+        """Names assigned the literal ``True`` (their assignments), when every other
+        assignment of the name is a literal ``False`` or ``None``."""
+        setters: dict[str, list[cst.CSTNode]] = {}
+        spoiled: set[str] = set()
+        for assign in self._index.nodes(cst.Assign):
+            value = assign.value  # type: ignore[attr-defined]
+            literal = value.value if isinstance(value, cst.Name) else None
+            for target in assign.targets:  # type: ignore[attr-defined]
+                name = dotted_name(target.target)
+                if name is None:
+                    continue
+                if literal == "True":
+                    setters.setdefault(name, []).append(assign)
+                elif literal not in ("False", "None"):
+                    spoiled.add(name)
+        return {name: nodes for name, nodes in setters.items() if name not in spoiled}
 
     def in_exclusive_arms(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``a`` and ``b`` sit in different arms of one ``if``/``elif``/``else`` chain."""
@@ -259,9 +300,14 @@ class PathFacts:
             return False
         if frozenset({a.subject, b.subject}) in self._exclusive_subjects:
             return True
-        receiver_a, flag_a = _receiver_and_flag(a.subject)
-        receiver_b, flag_b = _receiver_and_flag(b.subject)
-        return receiver_a == receiver_b and frozenset({flag_a, flag_b}) in self._exclusive_flags
+        flag_a, flag_b = _flag(a.subject), _flag(b.subject)
+        if frozenset({flag_a, flag_b}) in self._exclusive_flags:
+            return True
+        # A precision flag pair of one run's configuration (`args.bf16` / `self.args.fp16`).
+        return bool(
+            (FP16_FLAG.search(flag_a) and BF16_FLAG.search(flag_b))
+            or (BF16_FLAG.search(flag_a) and FP16_FLAG.search(flag_b))
+        )
 
     def _collect_declared_exclusions(self) -> None:
         """``assert not (a and b)``, ``assert a + b <= 1``, argparse mutually exclusive groups."""

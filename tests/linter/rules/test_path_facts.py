@@ -36,7 +36,8 @@ def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:
         ("if p in ('bf16', 'fp16'):\n    a()\nif p == 'fp16':\n    b()\n", False),
         ("if p in ('bf16',):\n    a()\nif p == 'fp16':\n    b()\n", True),
         ("if args.bf16:\n    a()\nif args.fp16:\n    b()\n", True),
-        ("if args.bf16:\n    a()\nif other.fp16:\n    b()\n", False),
+        ("if args.bf16:\n    a()\nif self.args.fp16_full_eval:\n    b()\n", True),
+        ("if args.bf16:\n    a()\nif args.deepspeed:\n    b()\n", False),
         ("if not x:\n    a()\nif x and y:\n    b()\n", True),
         ("if not (x or y):\n    a()\nif y:\n    b()\n", True),
         ("if x or y:\n    a()\nif not y:\n    b()\n", False),
@@ -85,3 +86,22 @@ def test_may_precede(source: str, a_then_b: bool, b_then_a: bool) -> None:
     paths, calls = facts_of(source)
     assert paths.may_precede(calls["a"], calls["b"]) is a_then_b
     assert paths.may_precede(calls["b"], calls["a"]) is b_then_a
+
+
+@pytest.mark.parametrize(
+    ("setter", "exclusive"),
+    [
+        ("if args.fp16:\n    self.use_amp = True\n", True),
+        ("if args.fp16 and x:\n    self.use_amp = True\n", True),
+        ("self.use_amp = args.fp16 or args.amp\n", False),
+        ("if args.fp16:\n    self.use_amp = True\nif args.amp:\n    self.use_amp = True\n", False),
+    ],
+)
+def test_a_derived_flag_implies_the_conditions_it_was_set_under(
+    setter: str, exclusive: bool
+) -> None:
+    source = (
+        "self.use_amp = False\n" + setter + "if args.bf16:\n    a()\nif self.use_amp:\n    b()\n"
+    )
+    paths, calls = facts_of(source)
+    assert paths.exclusive(calls["a"], calls["b"]) is exclusive
