@@ -286,6 +286,7 @@ class Bf16Origins:
         self._resolving: set[cst.FunctionDef] = set()
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
         self._functions: dict[str, list[cst.FunctionDef]] | None = None
+        self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None
         # Two passes: a function defined above its caller sees the caller's models on the second.
         self._collect()
         self._settled = self._bindings
@@ -396,7 +397,7 @@ class Bf16Origins:
                 continue
             self._resolving.add(function)
             try:
-                for statement in _returns(function):
+                for statement in self._returns_of(function):
                     value = statement.value
                     if element is not None:
                         if not isinstance(value, cst.Tuple) or element >= len(value.elements):
@@ -410,6 +411,16 @@ class Bf16Origins:
             finally:
                 self._resolving.discard(function)
         return None
+
+    def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """The ``return`` statements of ``function`` itself (not of functions nested in it)."""
+        if self._returns is None:
+            self._returns = {}
+            for statement in self._index.nodes(cst.Return):
+                owner = self._index.enclosing_function(statement)
+                if owner is not None:
+                    self._returns.setdefault(owner, []).append(statement)  # type: ignore[arg-type]
+        return self._returns.get(function, [])
 
     def _callees(self, call: cst.Call) -> list[cst.FunctionDef]:
         """The functions of this module a call may run: ``f(...)`` a module-level function,
@@ -596,18 +607,3 @@ class Bf16Origins:
                             self._bind(element.value, self.returned(value, position), node)
                     continue
                 self._bind(target, self.of_expression(value, node), node)
-
-
-def _returns(function: cst.FunctionDef) -> list[cst.Return]:
-    """The ``return`` statements of ``function`` itself (not of functions nested in it)."""
-    found: list[cst.Return] = []
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Return):
-            found.append(node)
-        elif isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda | cst.BaseExpression):
-            continue
-        else:
-            stack.extend(node.children)
-    return found

@@ -138,7 +138,7 @@ class Fp16Sites:
             self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
         )
         settings = DeclaredSettings(self.index)
-        self.paths = PathFacts(self.index, context.source)
+        self.paths = PathFacts(self.index)
         self.origins = Bf16Origins(
             self.index,
             self.aliases,
@@ -355,7 +355,7 @@ class Fp16Sites:
                 if origin is not None:
                     yield Fp16Site(
                         dtype,
-                        f"`{self.context.module.code_for_node(dtype).strip().rstrip(',')}`",
+                        f"`{dtype.keyword.value}={self.context.module.code_for_node(dtype.value)}`",  # type: ignore[union-attr]
                         "load with `torch_dtype=torch.bfloat16`",
                         "the model",
                         origin,
@@ -389,7 +389,7 @@ class Fp16Sites:
                     continue
                 found = self._trainer_model(trainer)
                 if found is not None:
-                    what = f"`{self.context.module.code_for_node(fp16).strip().rstrip(',')}`"
+                    what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
                     yield Fp16Site(fp16, what, "use `bf16=True`", *found, switch.when, switch.facts)
                     break
 
@@ -418,7 +418,7 @@ class Fp16Sites:
                     for arg in prepare.args:
                         found = found or self.model_in(arg.value, prepare)
             if found is not None:
-                what = f"`{self.context.module.code_for_node(precision).strip().rstrip(',')}`"
+                what = f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
                 yield Fp16Site(
                     precision,
                     what,

@@ -22,6 +22,8 @@ _COLLECTED = (
     cst.ImportFrom,
     cst.With,
     cst.Subscript,
+    cst.Return,
+    cst.Assert,
 )
 
 

@@ -150,10 +150,8 @@ def _flag(subject: str) -> str:
 class PathFacts:
     """Branch, order and exclusivity facts of one module (see the module docstring)."""
 
-    def __init__(self, index: ModuleIndex, source: str = "assert") -> None:
+    def __init__(self, index: ModuleIndex) -> None:
         self._index = index
-        #: Asserts are rare; the module is walked for them only when its text has one.
-        self._has_asserts = "assert" in source
         self.facts = Facts(index.module)
         self._conditions: dict[cst.CSTNode, frozenset[Fact]] = {}
         self._flag_setters: dict[str, list[cst.CSTNode]] | None = None
@@ -311,8 +309,7 @@ class PathFacts:
 
     def _collect_declared_exclusions(self) -> None:
         """``assert not (a and b)``, ``assert a + b <= 1``, argparse mutually exclusive groups."""
-        asserts = _statements(self._index.module, cst.Assert) if self._has_asserts else ()
-        for statement in asserts:
+        for statement in self._index.nodes(cst.Assert):
             facts = list(self.facts.of_test(statement.test, False))  # what a failure would mean
             truths = [f.subject for f in facts if f.relation == "is" and f.value is True]
             if len(truths) == 2:
@@ -390,19 +387,6 @@ def _at_most_one_of(test: cst.BaseExpression) -> list[cst.BaseExpression] | None
         else:
             terms.append(node)
     return terms if len(terms) >= 2 else None
-
-
-def _statements(module: cst.Module, kind: type) -> Iterator:
-    """Every small statement of ``kind`` in the module (asserts are rare; a plain walk)."""
-    stack: list[cst.CSTNode] = [module]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, kind):
-            yield node
-            continue
-        if isinstance(node, cst.BaseExpression):
-            continue
-        stack.extend(node.children)
 
 
 def _ends_function(suite: cst.BaseSuite) -> bool:

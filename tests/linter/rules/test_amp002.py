@@ -642,3 +642,18 @@ def test_extend_bf16_families_is_read_from_pyproject(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="unknown option 'extend-bf16-family'"):
         load_settings(None, start=tmp_path)
+
+
+def test_the_switch_is_quoted_without_its_comma_or_comment() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel, Trainer, TrainingArguments
+    model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+    args = TrainingArguments(
+        "o",
+        fp16=True,  # faster on our V100s
+    )
+    Trainer(model=model, args=args).train()
+    """
+    (message,) = messages_of(source)
+    assert message.startswith("`fp16=True` applies fp16 to `model`")

@@ -22,7 +22,7 @@ def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:
         for call in index.nodes(cst.Call)
         if isinstance(call.func, cst.Name) and len(call.func.value) == 1  # type: ignore[attr-defined]
     }
-    return PathFacts(index, source), calls
+    return PathFacts(index), calls
 
 
 @pytest.mark.parametrize(
