@@ -130,10 +130,10 @@ class ScalerReceivers:
             for arg in node.args
         )
 
-    def is_ampscale(self, node: cst.BaseExpression) -> bool:
-        """True when ``node`` holds ampscale's GradScaler (not torch's or a framework's)."""
-        name = dotted_name(node)
-        return name is not None and name in self._ampscale
+    def is_ampscale(self, name: str) -> bool:
+        """True when the dotted name ``name`` holds ampscale's GradScaler (not torch's or a
+        framework's): only it has ``peek_scale()`` and ``step_skipped()``."""
+        return name in self._ampscale
 
     def _is_ampscale_value(self, value: cst.BaseExpression) -> bool:
         if isinstance(value, cst.Call):

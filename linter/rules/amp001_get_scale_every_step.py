@@ -315,9 +315,7 @@ def _message(
     text: str, read: ScaleRead, why: str, detects_skip: bool, receivers: ScalerReceivers
 ) -> str:
     """The finding's words: what the read is for, and advice for the scaler in hand."""
-    ampscale = (
-        receivers.is_ampscale(cst.parse_expression(read.receiver)) if read.receiver else False
-    )
+    ampscale = receivers.is_ampscale(read.receiver)
     if detects_skip:
         advice = (
             f"use `{read.receiver}.step_skipped(optimizer)`, a device-side flag"
