@@ -62,6 +62,22 @@ MODEL_WRAPPERS = frozenset(
     }
 )
 
+#: Keywords that give ``from_pretrained`` its dtype.
+_DTYPE_KEYWORDS = ("torch_dtype", "dtype")
+
+
+@dataclass(frozen=True, slots=True)
+class DtypeArgument:
+    """Where a load's dtype is given: ``torch_dtype=...`` or a ``**kwargs`` dict entry."""
+
+    #: The argument or dict entry, reported as the site.
+    node: cst.CSTNode
+    #: ``torch_dtype`` or ``dtype``.
+    name: str
+    #: The dtype expression.
+    value: cst.BaseExpression
+
+
 #: Keywords that name the checkpoint in ``from_pretrained`` calls.
 CHECKPOINT_KEYWORDS = ("pretrained_model_name_or_path", "model_name", "model_id")
 
@@ -152,6 +168,7 @@ class ModuleConstants:
         self._passed: set[tuple[str, str]] | None = None
         counts: dict[tuple[cst.CSTNode | None, str], int] = {}
         values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
+        any_values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         for node in index.nodes(cst.Assign):
             for target in node.targets:  # type: ignore[attr-defined]
                 name = dotted_name(target.target)
@@ -168,12 +185,18 @@ class ModuleConstants:
                     continue
                 key = (function, name)
                 counts[key] = counts.get(key, 0) + 1
+                any_values[key] = value
                 if isinstance(value, cst.SimpleString | cst.ConcatenatedString) or (
                     _environment_default(value) is not None
                 ):
                     values[key] = value
         #: (function or None for the module, name) -> value expression, for names bound once.
         self.values = {key: value for key, value in values.items() if counts[key] == 1}
+        #: ...and for function-local names bound once to anything (a kwargs dict).
+        self._bound_once = {**self.values}
+        self._bound_once.update(
+            (key, value) for key, value in any_values.items() if counts[key] == 1
+        )
 
     def resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """The value a name or setting stands for (its literal, or the default of
@@ -197,6 +220,17 @@ class ModuleConstants:
             if setting is not None and setting.default is not None:
                 return setting.default
         return node
+
+    def bound_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The expression a name is bound to, when its function (or the module) binds it
+        exactly once: ``model_kwargs`` of ``model_kwargs = dict(torch_dtype=...)``."""
+        if not isinstance(node, cst.Name):
+            return None
+        function = self._index.enclosing_function(node)
+        for key in ((function, node.value), (None, node.value)):
+            if key in self._bound_once:
+                return self._bound_once[key]
+        return None
 
     def describe(self, node: cst.BaseExpression) -> str | None:
         """Where a default that `resolve` used was declared (``--base_model``, ``parameter
@@ -332,8 +366,34 @@ class Bf16Origins:
 
     # -- origins of expressions ---------------------------------------------------------------
 
-    def loading_dtype_arg(self, call: cst.Call) -> cst.Arg | None:
-        return keyword(call, "torch_dtype") or keyword(call, "dtype")
+    def loading_dtype_arg(self, call: cst.Call) -> DtypeArgument | None:
+        """The dtype a ``from_pretrained`` call loads with: ``torch_dtype=``/``dtype=``, or
+        that key of a ``**model_kwargs`` dict bound once (``dict(torch_dtype=...)`` or
+        ``{"torch_dtype": ...}``), as TRL and many fine-tuning scripts pass it."""
+        for name in _DTYPE_KEYWORDS:
+            found = keyword(call, name)
+            if found is not None:
+                return DtypeArgument(found, name, found.value)
+        for arg in call.args:
+            if arg.star == "**":
+                found = self._dict_entry(self._constants.bound_value(arg.value))
+                if found is not None:
+                    return found
+        return None
+
+    def _dict_entry(self, value: cst.BaseExpression | None) -> DtypeArgument | None:
+        if isinstance(value, cst.Call) and dotted_name(value.func) == "dict":
+            for name in _DTYPE_KEYWORDS:
+                found = keyword(value, name)
+                if found is not None:
+                    return DtypeArgument(found, name, found.value)
+        if isinstance(value, cst.Dict):
+            for element in value.elements:
+                if isinstance(element, cst.DictElement):
+                    key = string_value(element.key)
+                    if key in _DTYPE_KEYWORDS:
+                        return DtypeArgument(element, key, element.value)  # type: ignore[arg-type]
+        return None
 
     def family_origin(self, name_node: cst.BaseExpression | None) -> Bf16Origin | None:
         checkpoint = self.checkpoint_name(name_node)
@@ -543,7 +603,7 @@ class Bf16Origins:
     def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:
         dtype_arg = self.loading_dtype_arg(call)
         if dtype_arg is not None and self.dtype(dtype_arg.value) == BF16:
-            return Bf16Origin(dtype_arg, "loaded as bfloat16")
+            return Bf16Origin(dtype_arg.node, "loaded as bfloat16")
         return self.family_origin(self.checkpoint_arg(call))
 
     def checkpoint_arg(self, call: cst.Call) -> cst.BaseExpression | None:

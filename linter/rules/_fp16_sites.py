@@ -354,8 +354,8 @@ class Fp16Sites:
                 origin = self.origins.family_origin(self.origins.checkpoint_arg(call))
                 if origin is not None:
                     yield Fp16Site(
-                        dtype,
-                        f"`{dtype.keyword.value}={self.context.module.code_for_node(dtype.value)}`",  # type: ignore[union-attr]
+                        dtype.node,
+                        f"`{dtype.name}={self.context.module.code_for_node(dtype.value)}`",
                         "load with `torch_dtype=torch.bfloat16`",
                         "the model",
                         origin,

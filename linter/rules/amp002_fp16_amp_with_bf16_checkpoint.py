@@ -23,12 +23,14 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     a `GradScaler`, `.half()`, `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's
     configs), `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it
     applies to a model that is bf16: loaded as bf16
-    (`from_pretrained(..., torch_dtype=torch.bfloat16)` or `dtype="bfloat16"`), cast to bf16
+    (`from_pretrained(..., torch_dtype=torch.bfloat16)`, `dtype="bfloat16"`, or a
+    `**model_kwargs` dict that says so), cast to bf16
     (`.to(torch.bfloat16)`, `.bfloat16()`), or a checkpoint of a family pretrained in bf16 and
     documented as unsafe in fp16 (the table below). Since transformers 5 loads with
     `dtype="auto"`, such a checkpoint loaded with no dtype is bf16. The checkpoint name may be
-    a literal, a module constant, a function parameter's default, an argparse `default=` or a
-    dataclass field default (`model_name_or_path: str = field(default=...)`).
+    a literal, a module constant, a function parameter's default, an argparse `default=`, a
+    dataclass field default (`model_name_or_path: str = field(default=...)`) or the default of
+    `os.environ.get("MODEL", ...)`.
 
     The model is tracked through the file: the model called under the autocast (a pipeline
     too), the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
