@@ -166,6 +166,7 @@ class ModuleConstants:
         self._index = index
         self._settings = settings or DeclaredSettings(index)
         self._passed: set[tuple[str, str]] | None = None
+        self._resolving: set[cst.FunctionDef] = set()
         counts: dict[tuple[cst.CSTNode | None, str], int] = {}
         values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         any_values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
@@ -213,6 +214,9 @@ class ModuleConstants:
                 default = self._parameter_default(function, node.value)
                 if default is not None:
                     return default
+                passed = self._passed_argument(function, node.value)
+                if passed is not None:
+                    return passed
             if (None, node.value) in self.values:
                 return self.values[(None, node.value)]
         elif isinstance(node, cst.Attribute):
@@ -220,6 +224,38 @@ class ModuleConstants:
             if setting is not None and setting.default is not None:
                 return setting.default
         return node
+
+    def _passed_argument(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+        """What this module's calls pass as parameter ``name`` when they all pass the same
+        resolvable value (``Summarizer(args.model)`` for ``__init__(self, name)``)."""
+        position = _parameter_position(function, name)
+        if position is None or function in self._resolving or len(self._resolving) >= 3:
+            return None
+        cls = self._index.enclosing_class(function.body)
+        callee = cls.name.value if cls is not None and function.name.value == "__init__" else None
+        if cls is None:
+            callee = function.name.value
+        if callee is None:
+            return None
+        self._resolving.add(function)
+        try:
+            values = set()
+            found: cst.BaseExpression | None = None
+            for call in self._index.nodes(cst.Call):
+                if dotted_name(call.func) != callee:  # type: ignore[attr-defined]
+                    continue
+                arg = keyword(call, name) or positional(call, position)  # type: ignore[arg-type]
+                if arg is None:
+                    continue
+                resolved = self.resolve(arg.value)
+                text = string_value(resolved)
+                if text is None:
+                    return None
+                values.add(text)
+                found = resolved
+            return found if len(values) == 1 else None
+        finally:
+            self._resolving.discard(function)
 
     def bound_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
         """The expression a name is bound to, when its function (or the module) binds it
@@ -582,7 +618,8 @@ class Bf16Origins:
             self._resolving.discard(function)
 
     def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
-        """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class."""
+        """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class;
+        ``C(...)`` of class ``C``'s ``__init__``."""
         if self._calls_by_name is None:
             self._calls_by_name = {}
             for call in self._index.nodes(cst.Call):
@@ -594,6 +631,8 @@ class Bf16Origins:
         cls = self._index.enclosing_class(function.body)
         if cls is None:
             return self._calls_by_name.get(function.name.value, [])
+        if function.name.value == "__init__":
+            return self._calls_by_name.get(cls.name.value, [])
         return [
             call
             for call in self._calls_by_name.get("." + function.name.value, [])

@@ -67,7 +67,8 @@ _MODEL_METHODS = frozenset({"forward", "generate", "__call__"})
 
 #: Text a file with a finding must contain: an fp16 switch, and a sign of training.
 _FP16_TEXT = re.compile(
-    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16", re.IGNORECASE
+    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)",
+    re.IGNORECASE,
 )
 _TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")
 #: ...and a bf16 origin: a load, a `.bfloat16()`, a checkpoint named to a Trainer, or a `.to(`
