@@ -577,7 +577,7 @@ class Bf16Origins:
         enclosing: set[cst.CSTNode],
     ) -> Bf16Origin | None:
         """``self.x``: the last binding before ``at`` in its own method; else one from another
-        method of the class (whose call order is not known)."""
+        method of the class."""
         bindings = [
             (position, node, origin)
             for position, node, origin in self._bindings.get((self._class_of(at), name), [])
@@ -590,8 +590,13 @@ class Bf16Origins:
         ]
         if here:
             return here[-1]
-        for _position, node, origin in bindings:
-            if origin is not None and self._index.enclosing_function(node) is not function:
+        # Another method's binding: its call order is unknown, so only one that comes first in
+        # the source or sits in `__init__` (which runs before any other method) is cited.
+        for position, node, origin in bindings:
+            owner = self._index.enclosing_function(node)
+            if origin is None or owner is function:
+                continue
+            if position < order or (owner is not None and owner.name.value == "__init__"):
                 return origin
         return None
 

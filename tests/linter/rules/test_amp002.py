@@ -657,3 +657,20 @@ def test_the_switch_is_quoted_without_its_comma_or_comment() -> None:
     """
     (message,) = messages_of(source)
     assert message.startswith("`fp16=True` applies fp16 to `model`")
+
+
+@pytest.mark.parametrize(("caster", "expected"), [("export_bf16", []), ("__init__", [6])])
+def test_another_methods_cast_is_cited_only_when_it_runs_first(caster: str, expected: list) -> None:
+    source = f"""\
+import torch
+
+
+class Runner:
+    def train(self, loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            self.model(loader).sum().backward()
+
+    def {caster}(self):
+        self.model = build().to(torch.bfloat16)
+"""
+    assert lines(source) == expected
