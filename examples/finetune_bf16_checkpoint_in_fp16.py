@@ -3,8 +3,8 @@
 What to notice: the model is loaded as bfloat16, then trained with fp16 autocast. Weights and
 activations learned in bf16 routinely exceed fp16's largest value (65504), so gradients overflow
 on every step, the GradScaler keeps halving the scale — below 1 and on towards 0 — and the loss
-turns to NaN. amp-lint reports the fp16 autocast and the GradScaler, and names the line where the
-model became bf16 (AMP002). The fix: train with bf16 autocast and no scaler (finetune_bf16.py).
+turns to NaN. amp-lint reports it once, at the GradScaler, with the bf16 load and the autocast as
+related sites (AMP002). The fix: train with bf16 autocast and no scaler (finetune_bf16.py).
 """
 
 import torch

@@ -9,6 +9,7 @@ conversion fine), Llama 2 (its checkpoints were released in fp16), Llama 3, Gemm
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -81,8 +82,24 @@ BF16_FAMILIES: tuple[Bf16Family, ...] = (
 )
 
 
-def bf16_family(checkpoint: str) -> Bf16Family | None:
-    """The family a checkpoint name or path belongs to, if it is in the table."""
+def user_families(patterns: list[str] | tuple[str, ...]) -> tuple[Bf16Family, ...]:
+    """Families a user declares (``extend-bf16-families = ["my-org/llm-*"]``): shell-style
+    patterns matched against the whole checkpoint name or path, case-insensitively."""
+    return tuple(
+        Bf16Family(
+            pattern,
+            re.compile(fnmatch.translate(pattern), re.IGNORECASE),
+            ("your configuration: extend-bf16-families",),
+        )
+        for pattern in patterns
+    )
+
+
+def bf16_family(checkpoint: str, extra: tuple[Bf16Family, ...] = ()) -> Bf16Family | None:
+    """The family a checkpoint name or path belongs to, if it is in the table (or ``extra``)."""
+    for family in extra:
+        if family.pattern.match(checkpoint):
+            return family
     for family in BF16_FAMILIES:
         if family.pattern.search(checkpoint):
             return family

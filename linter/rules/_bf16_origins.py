@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter.rules._bf16_families import Bf16Family, bf16_family
+from linter.rules._command_line import DeclaredSettings
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex
+from linter.rules._path_facts import PathFacts
 
 BF16 = "bf16"
 FP16 = "fp16"
@@ -60,6 +62,25 @@ MODEL_WRAPPERS = frozenset(
     }
 )
 
+#: Keywords that give ``from_pretrained`` its dtype.
+_DTYPE_KEYWORDS = ("torch_dtype", "dtype")
+
+
+@dataclass(frozen=True, slots=True)
+class DtypeArgument:
+    """Where a load's dtype is given: ``torch_dtype=...`` or a ``**kwargs`` dict entry."""
+
+    #: The argument or dict entry, reported as the site.
+    node: cst.CSTNode
+    #: ``torch_dtype`` or ``dtype``.
+    name: str
+    #: The dtype expression.
+    value: cst.BaseExpression
+
+
+#: Keywords that name the checkpoint in ``from_pretrained`` calls.
+CHECKPOINT_KEYWORDS = ("pretrained_model_name_or_path", "model_name", "model_id")
+
 #: Module methods that cast in place (as statements they change what the name holds).
 _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 
@@ -92,6 +113,8 @@ class Bf16Origin:
     description: str
     #: The family, when the checkpoint name made it bf16; None for an explicit dtype.
     family: Bf16Family | None = None
+    #: ``loaded`` (a bf16 dtype at load), ``cast`` (``.to(torch.bfloat16)``) or ``family``.
+    kind: str = "loaded"
 
 
 def string_value(node: cst.BaseExpression | None) -> str | None:
@@ -113,6 +136,20 @@ def positional(call: cst.Call, position: int) -> cst.Arg | None:
     return args[position] if 0 <= position < len(args) else None
 
 
+#: Environment lookups whose second argument is the value a run without the variable gets.
+_ENVIRONMENT_LOOKUPS = frozenset({"os.getenv", "os.environ.get", "getenv", "environ.get"})
+
+
+def _environment_default(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``"google/gemma-3-1b-it"`` of ``os.getenv("MODEL", "google/gemma-3-1b-it")``."""
+    if not isinstance(node, cst.Call) or dotted_name(node.func) not in _ENVIRONMENT_LOOKUPS:
+        return None
+    default = keyword(node, "default") or positional(node, 1)
+    if default is None or not isinstance(default.value, cst.SimpleString):
+        return None
+    return default.value
+
+
 class ModuleConstants:
     """Names bound once to a value: ``MODEL_NAME = "google/..."`` at module level, or
     ``checkpoint = "google/mt5-small"`` inside the function that loads it.
@@ -121,10 +158,14 @@ class ModuleConstants:
     literal (so a name rebound in a branch, or computed at run time, stays unresolved).
     """
 
-    def __init__(self, index: ModuleIndex) -> None:
+    def __init__(self, index: ModuleIndex, settings: DeclaredSettings | None = None) -> None:
         self._index = index
+        self._settings = settings or DeclaredSettings(index)
+        self._passed: set[tuple[str, str]] | None = None
+        self._resolving: set[cst.FunctionDef] = set()
         counts: dict[tuple[cst.CSTNode | None, str], int] = {}
         values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
+        any_values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         for node in index.nodes(cst.Assign):
             for target in node.targets:  # type: ignore[attr-defined]
                 name = dotted_name(target.target)
@@ -141,33 +182,167 @@ class ModuleConstants:
                     continue
                 key = (function, name)
                 counts[key] = counts.get(key, 0) + 1
-                if isinstance(value, cst.SimpleString | cst.ConcatenatedString):
+                any_values[key] = value
+                if isinstance(value, cst.SimpleString | cst.ConcatenatedString) or (
+                    _environment_default(value) is not None
+                ):
                     values[key] = value
         #: (function or None for the module, name) -> value expression, for names bound once.
         self.values = {key: value for key, value in values.items() if counts[key] == 1}
+        #: ...and for function-local names bound once to anything (a kwargs dict).
+        self._bound_once = {**self.values}
+        self._bound_once.update(
+            (key, value) for key, value in any_values.items() if counts[key] == 1
+        )
 
     def resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """The value a name or setting stands for (its literal, or the default of
+        ``os.environ.get("MODEL", "google/...")``); ``node`` itself when unknown."""
+        resolved = self._resolve(node)
+        return _environment_default(resolved) or resolved
+
+    def _resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(node, cst.Name):
             function = self._index.enclosing_function(node)
             if function is not None and (function, node.value) in self.values:
                 return self.values[(function, node.value)]
+            if function is not None:
+                default = self._parameter_default(function, node.value)
+                if default is not None:
+                    return default
+                passed = self._passed_argument(function, node.value)
+                if passed is not None:
+                    return passed
             if (None, node.value) in self.values:
                 return self.values[(None, node.value)]
+        elif isinstance(node, cst.Attribute):
+            setting = self._settings.of(node)
+            if setting is not None and setting.default is not None:
+                return setting.default
         return node
+
+    def _passed_argument(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+        """What this module's calls pass as parameter ``name`` when they all pass the same
+        resolvable value (``Summarizer(args.model)`` for ``__init__(self, name)``)."""
+        position = _parameter_position(function, name)
+        if position is None or function in self._resolving or len(self._resolving) >= 3:
+            return None
+        cls = self._index.enclosing_class(function.body)
+        callee = cls.name.value if cls is not None and function.name.value == "__init__" else None
+        if cls is None:
+            callee = function.name.value
+        if callee is None:
+            return None
+        self._resolving.add(function)
+        try:
+            values = set()
+            found: cst.BaseExpression | None = None
+            for call in self._index.nodes(cst.Call):
+                if dotted_name(call.func) != callee:  # type: ignore[attr-defined]
+                    continue
+                arg = keyword(call, name) or positional(call, position)  # type: ignore[arg-type]
+                if arg is None:
+                    continue
+                resolved = self.resolve(arg.value)
+                text = string_value(resolved)
+                if text is None:
+                    return None
+                values.add(text)
+                found = resolved
+            return found if len(values) == 1 else None
+        finally:
+            self._resolving.discard(function)
+
+    def bound_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The expression a name is bound to, when its function (or the module) binds it
+        exactly once: ``model_kwargs`` of ``model_kwargs = dict(torch_dtype=...)``."""
+        if not isinstance(node, cst.Name):
+            return None
+        function = self._index.enclosing_function(node)
+        for key in ((function, node.value), (None, node.value)):
+            if key in self._bound_once:
+                return self._bound_once[key]
+        return None
+
+    def describe(self, node: cst.BaseExpression) -> str | None:
+        """Where a default that `resolve` used was declared (``--base_model``, ``parameter
+        `name```); None for a literal or a plain constant."""
+        if isinstance(node, cst.Attribute):
+            setting = self._settings.of(node)
+            if setting is not None and setting.default is not None:
+                return setting.flag if setting.flag.startswith("--") else f"`{setting.flag}`"
+        if isinstance(node, cst.Name):
+            function = self._index.enclosing_function(node)
+            if (
+                function is not None
+                and (function, node.value) not in self.values
+                and self._parameter_default(function, node.value) is not None
+            ):
+                return f"parameter `{node.value}`"
+        return None
+
+    def _parameter_default(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+        """``def main(base_model="google/gemma-3-1b-it")``: the default, when no call in this
+        module passes that parameter (else what it holds depends on the caller)."""
+        params = function.params
+        for param in (*params.params, *params.kwonly_params):
+            if param.name.value != name or param.default is None:
+                continue
+            if (function.name.value, name) in self._passed_parameters():
+                return None
+            return param.default
+        return None
+
+    def _passed_parameters(self) -> set[tuple[str, str]]:
+        """(function name, parameter) pairs some call of this module may pass a value to."""
+        if self._passed is None:
+            functions = {
+                f.name.value: f  # type: ignore[attr-defined]
+                for f in self._index.nodes(cst.FunctionDef)
+            }
+            passed: set[tuple[str, str]] = set()
+            for call in self._index.nodes(cst.Call):
+                func = call.func  # type: ignore[attr-defined]
+                callee = func.value if isinstance(func, cst.Name) else None
+                if isinstance(func, cst.Attribute):
+                    callee = func.attr.value
+                function = functions.get(callee)  # type: ignore[arg-type]
+                if function is None:
+                    continue
+                names = [
+                    p.name.value for p in (*function.params.posonly_params, *function.params.params)
+                ]
+                if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
+                    names = names[1:]
+                for arg in call.args:  # type: ignore[attr-defined]
+                    if arg.star:
+                        passed.update((callee, n) for n in names)  # type: ignore[misc]
+                    elif arg.keyword is not None:
+                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]
+                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)  # type: ignore[attr-defined]
+                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]
+            self._passed = passed
+        return self._passed
 
 
 class Bf16Origins:
     """bf16 origins of the models in one module."""
 
     def __init__(
-        self, index: ModuleIndex, aliases: ImportAliases, constants: ModuleConstants
+        self,
+        index: ModuleIndex,
+        aliases: ImportAliases,
+        constants: ModuleConstants,
+        paths: PathFacts | None = None,
+        extra_families: tuple[Bf16Family, ...] = (),
     ) -> None:
         self._index = index
         self._aliases = aliases
         self._constants = constants
-        #: (scope node, dotted name) -> origin, for ``self.x`` (scope = class) in any method.
-        self._attributes: dict[tuple[cst.CSTNode | None, str], Bf16Origin] = {}
-        #: (function or None, name) -> (source rank, binding node, origin or None) in order.
+        self._paths = paths or PathFacts(index)
+        self._extra_families = extra_families
+        #: (scope, dotted name) -> (source rank, binding node, origin or None) in source order;
+        #: the scope is the function for plain names, the class for ``self.x``.
         self._bindings: dict[
             tuple[cst.CSTNode | None, str], list[tuple[int, cst.CSTNode, Bf16Origin | None]]
         ]
@@ -176,12 +351,18 @@ class Bf16Origins:
         self._settled: dict | None = None
         self._resolving: set[cst.FunctionDef] = set()
         self._calls_by_name: dict[str, list[cst.Call]] | None = None
+        self._functions: dict[str, list[cst.FunctionDef]] | None = None
+        self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None
         # Two passes: a function defined above its caller sees the caller's models on the second.
         self._collect()
         self._settled = self._bindings
-        self._bindings, self._attributes = {}, {}
+        self._bindings = {}
         self._collect()
         self._settled = self._bindings
+
+    @property
+    def paths(self) -> PathFacts:
+        return self._paths
 
     # -- dtypes -----------------------------------------------------------------------------
 
@@ -217,20 +398,49 @@ class Bf16Origins:
 
     # -- origins of expressions ---------------------------------------------------------------
 
-    def loading_dtype_arg(self, call: cst.Call) -> cst.Arg | None:
-        return keyword(call, "torch_dtype") or keyword(call, "dtype")
+    def loading_dtype_arg(self, call: cst.Call) -> DtypeArgument | None:
+        """The dtype a ``from_pretrained`` call loads with: ``torch_dtype=``/``dtype=``, or
+        that key of a ``**model_kwargs`` dict bound once (``dict(torch_dtype=...)`` or
+        ``{"torch_dtype": ...}``), as TRL and many fine-tuning scripts pass it."""
+        for name in _DTYPE_KEYWORDS:
+            found = keyword(call, name)
+            if found is not None:
+                return DtypeArgument(found, name, found.value)
+        for arg in call.args:
+            if arg.star == "**":
+                found = self._dict_entry(self._constants.bound_value(arg.value))
+                if found is not None:
+                    return found
+        return None
+
+    def _dict_entry(self, value: cst.BaseExpression | None) -> DtypeArgument | None:
+        if isinstance(value, cst.Call) and dotted_name(value.func) == "dict":
+            for name in _DTYPE_KEYWORDS:
+                found = keyword(value, name)
+                if found is not None:
+                    return DtypeArgument(found, name, found.value)
+        if isinstance(value, cst.Dict):
+            for element in value.elements:
+                if isinstance(element, cst.DictElement):
+                    key = string_value(element.key)
+                    if key in _DTYPE_KEYWORDS:
+                        return DtypeArgument(element, key, element.value)  # type: ignore[arg-type]
+        return None
 
     def family_origin(self, name_node: cst.BaseExpression | None) -> Bf16Origin | None:
         checkpoint = self.checkpoint_name(name_node)
         if checkpoint is None:
             return None
-        family = bf16_family(checkpoint)
+        family = bf16_family(checkpoint, self._extra_families)
         if family is None:
             return None
+        declared = self._constants.describe(name_node) if name_node is not None else None
+        where = f" (the default of {declared})" if declared else ""
         return Bf16Origin(
             name_node,  # type: ignore[arg-type]
-            f"loads `{checkpoint}`, a {family.name} checkpoint pretrained in bfloat16",
+            f"loads `{checkpoint}`{where}, a {family.name} checkpoint pretrained in bfloat16",
             family,
+            "family",
         )
 
     def of_expression(self, node: cst.BaseExpression, at: cst.CSTNode) -> Bf16Origin | None:
@@ -242,11 +452,11 @@ class Bf16Origins:
                 if method == "from_pretrained":
                     return self._from_pretrained(node)
                 if method == "bfloat16":
-                    return Bf16Origin(node, "cast to bfloat16")
+                    return Bf16Origin(node, "cast to bfloat16", kind="cast")
                 if method == "to":
                     cast = self.cast_dtype(node)
                     if cast == BF16:
-                        return Bf16Origin(node, "cast to bfloat16")
+                        return Bf16Origin(node, "cast to bfloat16", kind="cast")
                     if cast == FP16:
                         return None  # the cast is the fp16 site; the result is fp16 already
                     base = self.of_expression(func.value, at)
@@ -263,19 +473,77 @@ class Bf16Origins:
                 first = positional(node, 0) or keyword(node, "model")
                 if first is not None:
                     return self.of_expression(first.value, at)
+            return self.returned(node, None)
+        if isinstance(node, cst.Subscript):
             return None
         name = dotted_name(node)
         if name is None:
             return None
         return self.of_name(name, at)
 
+    def returned(self, call: cst.Call, element: int | None) -> Bf16Origin | None:
+        """The origin of what a same-module function returns (``element`` of a returned tuple):
+        ``model, tok = load_model_and_tokenizer(name)``."""
+        for function in self._callees(call):
+            if function in self._resolving or len(self._resolving) >= MAX_CALL_DEPTH:
+                continue
+            self._resolving.add(function)
+            try:
+                for statement in self._returns_of(function):
+                    value = statement.value
+                    if element is not None:
+                        if not isinstance(value, cst.Tuple) or element >= len(value.elements):
+                            continue
+                        value = value.elements[element].value
+                    if value is None:
+                        continue
+                    origin = self.of_expression(value, statement)
+                    if origin is not None:
+                        return origin
+            finally:
+                self._resolving.discard(function)
+        return None
+
+    def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """The ``return`` statements of ``function`` itself (not of functions nested in it)."""
+        if self._returns is None:
+            self._returns = {}
+            for statement in self._index.nodes(cst.Return):
+                owner = self._index.enclosing_function(statement)
+                if owner is not None:
+                    self._returns.setdefault(owner, []).append(statement)  # type: ignore[arg-type]
+        return self._returns.get(function, [])
+
+    def _callees(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """The functions of this module a call may run: ``f(...)`` a module-level function,
+        ``self.f(...)`` a method of the caller's class."""
+        if self._functions is None:
+            self._functions = {}
+            for function in self._index.nodes(cst.FunctionDef):
+                self._functions.setdefault(function.name.value, []).append(function)  # type: ignore[attr-defined]
+        func = call.func
+        if isinstance(func, cst.Name):
+            return [
+                f
+                for f in self._functions.get(func.value, [])
+                if self._index.enclosing_class(f.body) is None
+            ]
+        if isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
+            cls = self._index.enclosing_class(call)
+            return [
+                f
+                for f in self._functions.get(func.attr.value, [])
+                if cls is not None and self._index.enclosing_class(f.body) is cls
+            ]
+        return []
+
     def of_name(self, name: str, at: cst.CSTNode) -> Bf16Origin | None:
-        if name.startswith("self."):
-            return self._attributes.get((self._class_of(at), name))
         function = self._index.enclosing_function(at)
         order = self._index.order.get(at, len(self._index.order))
         # `model = model.half()`: the binding being evaluated does not exist yet.
         enclosing = {at, *self._index.ancestors(at)}
+        if name.startswith("self."):
+            return self._attribute_origin(name, at, function, order, enclosing)
         parameter = _parameter_position(function, name) if function is not None else None
         for scope in (function, None):
             if scope is None and parameter is not None:
@@ -286,10 +554,46 @@ class Bf16Origins:
             found: Bf16Origin | None = None
             seen = False
             for position, node, origin in self._bindings.get((scope, name), []):
-                if position < limit and node not in enclosing:
+                if (
+                    position < limit
+                    and node not in enclosing
+                    and not self._paths.exclusive(node, at)
+                ):
                     found, seen = origin, True
             if seen:
                 return found
+        return None
+
+    def _attribute_origin(
+        self,
+        name: str,
+        at: cst.CSTNode,
+        function: cst.FunctionDef | None,
+        order: int,
+        enclosing: set[cst.CSTNode],
+    ) -> Bf16Origin | None:
+        """``self.x``: the last binding before ``at`` in its own method; else one from another
+        method of the class."""
+        bindings = [
+            (position, node, origin)
+            for position, node, origin in self._bindings.get((self._class_of(at), name), [])
+            if node not in enclosing and not self._paths.exclusive(node, at)
+        ]
+        here = [
+            origin
+            for position, node, origin in bindings
+            if position < order and self._index.enclosing_function(node) is function
+        ]
+        if here:
+            return here[-1]
+        # Another method's binding: its call order is unknown, so only one that comes first in
+        # the source or sits in `__init__` (which runs before any other method) is cited.
+        for position, node, origin in bindings:
+            owner = self._index.enclosing_function(node)
+            if origin is None or owner is function:
+                continue
+            if position < order or (owner is not None and owner.name.value == "__init__"):
+                return origin
         return None
 
     def _argument_origin(
@@ -315,7 +619,8 @@ class Bf16Origins:
             self._resolving.discard(function)
 
     def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
-        """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class."""
+        """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class;
+        ``C(...)`` of class ``C``'s ``__init__``."""
         if self._calls_by_name is None:
             self._calls_by_name = {}
             for call in self._index.nodes(cst.Call):
@@ -327,6 +632,8 @@ class Bf16Origins:
         cls = self._index.enclosing_class(function.body)
         if cls is None:
             return self._calls_by_name.get(function.name.value, [])
+        if function.name.value == "__init__":
+            return self._calls_by_name.get(cls.name.value, [])
         return [
             call
             for call in self._calls_by_name.get("." + function.name.value, [])
@@ -336,9 +643,18 @@ class Bf16Origins:
     def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:
         dtype_arg = self.loading_dtype_arg(call)
         if dtype_arg is not None and self.dtype(dtype_arg.value) == BF16:
-            return Bf16Origin(dtype_arg, "loaded as bfloat16")
-        name_arg = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
-        return self.family_origin(name_arg.value if name_arg is not None else None)
+            return Bf16Origin(dtype_arg.node, "loaded as bfloat16")
+        return self.family_origin(self.checkpoint_arg(call))
+
+    def checkpoint_arg(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The checkpoint a ``from_pretrained`` call loads (positional, or by keyword as
+        transformers and Unsloth's ``FastLanguageModel`` spell it)."""
+        for name in CHECKPOINT_KEYWORDS:
+            found = keyword(call, name)
+            if found is not None:
+                return found.value
+        first = positional(call, 0)
+        return first.value if first is not None else None
 
     # -- bindings ----------------------------------------------------------------------------
 
@@ -350,10 +666,9 @@ class Bf16Origins:
         if name is None:
             return
         if name.startswith("self."):
-            if origin is not None:
-                self._attributes[(self._class_of(at), name)] = origin
-            return
-        scope = self._index.enclosing_function(at)
+            scope = self._class_of(at)
+        else:
+            scope = self._index.enclosing_function(at)
         self._bindings.setdefault((scope, name), []).append((self._index.order[at], at, origin))
 
     def _collect(self) -> None:
@@ -376,10 +691,19 @@ class Bf16Origins:
             value = node.value  # type: ignore[attr-defined]
             for target in (t.target for t in node.targets):  # type: ignore[attr-defined]
                 if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Call):
-                    # model, optimizer = accelerator.prepare(model, optimizer)
                     name = dotted_name(value.func)
                     if name is not None and last_part(name) == "prepare":
+                        # model, optimizer = accelerator.prepare(model, optimizer)
                         for element, arg in zip(target.elements, value.args, strict=False):
                             self._bind(element.value, self.of_expression(arg.value, node), node)
+                    elif name is not None and last_part(name) == "from_pretrained":
+                        # Unsloth: model, tokenizer = FastLanguageModel.from_pretrained(...)
+                        if target.elements:
+                            origin = self.of_expression(value, node)
+                            self._bind(target.elements[0].value, origin, node)
+                    else:
+                        # model, tokenizer = load_model_and_tokenizer(...)
+                        for position, element in enumerate(target.elements):
+                            self._bind(element.value, self.returned(value, position), node)
                     continue
                 self._bind(target, self.of_expression(value, node), node)

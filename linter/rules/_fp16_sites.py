@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._rule import ModuleContext
+from linter.rules._bf16_families import Bf16Family
 from linter.rules._bf16_origins import (
     BF16,
     FP16,
@@ -24,8 +25,11 @@ from linter.rules._bf16_origins import (
     positional,
     string_value,
 )
+from linter.rules._command_line import DeclaredSettings
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
+from linter.rules._fp16_switches import Fp16Switches, SwitchOn
 from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._path_facts import Fact, PathFacts
 from linter.rules._scaler_receivers import ScalerReceivers
 
 #: autocast context managers, by qualified name.
@@ -63,7 +67,8 @@ _MODEL_METHODS = frozenset({"forward", "generate", "__call__"})
 
 #: Text a file with a finding must contain: an fp16 switch, and a sign of training.
 _FP16_TEXT = re.compile(
-    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16", re.IGNORECASE
+    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)",
+    re.IGNORECASE,
 )
 _TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")
 #: ...and a bf16 origin: a load, a `.bfloat16()`, a checkpoint named to a Trainer, or a `.to(`
@@ -97,16 +102,10 @@ class Fp16Site:
     #: The model it applies to (display text) and where that model became bf16.
     model: str
     origin: Bf16Origin
-
-
-def _is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def _always_enabled(call: cst.Call) -> bool:
-    """No ``enabled=`` or ``enabled=True``: ``enabled=args.fp16`` is a runtime switch."""
-    enabled = keyword(call, "enabled")
-    return enabled is None or _is_true(enabled.value)
+    #: When the switch is on: None for always, else which runs (``when run with ...``).
+    when: str | None = None
+    #: Facts that hold on the runs where the switch is on.
+    facts: frozenset[Fact] = frozenset()
 
 
 def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -133,13 +132,22 @@ def _is_receiver(value: cst.BaseExpression, call: cst.Call, bound: str | None) -
 class Fp16Sites:
     """Finds the fp16 sites of one module and the bf16 model each applies to."""
 
-    def __init__(self, context: ModuleContext) -> None:
+    def __init__(self, context: ModuleContext, extra_families: tuple[Bf16Family, ...] = ()) -> None:
         self.context = context
         self.index = module_index(context)
         self.aliases = ImportAliases(
             self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
         )
-        self.origins = Bf16Origins(self.index, self.aliases, ModuleConstants(self.index))
+        settings = DeclaredSettings(self.index)
+        self.paths = PathFacts(self.index)
+        self.origins = Bf16Origins(
+            self.index,
+            self.aliases,
+            ModuleConstants(self.index, settings),
+            self.paths,
+            extra_families,
+        )
+        self.switches = Fp16Switches(self.index, settings, self.paths.facts)
         self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
@@ -178,20 +186,32 @@ class Fp16Sites:
     # -- the sites ---------------------------------------------------------------------------
 
     def sites(self) -> Iterator[Fp16Site]:
+        """Sites whose bf16 origin can run on one path with them (same run, same arm)."""
         if not self.trains():
             return
-        yield from self._autocasts()
-        yield from self._grad_scalers()
-        yield from self._casts()
-        yield from self._training_arguments()
-        yield from self._accelerators()
-        yield from self._lightning()
+        for site in (
+            *self._autocasts(),
+            *self._grad_scalers(),
+            *self._casts(),
+            *self._training_arguments(),
+            *self._accelerators(),
+            *self._lightning(),
+        ):
+            if not self.paths.exclusive(site.origin.node, site.node, (), site.facts):
+                yield site
+
+    def _enabled(self, call: cst.Call) -> SwitchOn | None:
+        """No ``enabled=``, or one that is on (``enabled=torch.cuda.is_available()``)."""
+        enabled = keyword(call, "enabled")
+        if enabled is None:
+            return SwitchOn(frozenset())
+        return self.switches.truthy(enabled.value)
 
     def _autocast_dtype(self, call: cst.Call) -> str | None:
+        """fp16 for an fp16 autocast, including one with no dtype on a device that is not
+        the CPU (CUDA's default is fp16; ``device_type=device.type`` is CUDA where it trains)."""
         name = self.qualified(call.func)
         if name not in AUTOCAST:
-            return None
-        if not _always_enabled(call):
             return None
         dtype = keyword(call, "dtype")
         if dtype is not None:
@@ -199,23 +219,55 @@ class Fp16Sites:
         if name in CUDA_AUTOCAST:
             return FP16
         device = keyword(call, "device_type") or positional(call, 0)
-        device_name = string_value(device.value) if device is not None else None
+        if device is None:
+            return None
+        device_name = string_value(device.value)
+        if device_name is None:
+            return FP16 if isinstance(device.value, cst.Name | cst.Attribute) else None
         return FP16 if device_name == "cuda" else None
+
+    def _autocast_call(self, item: cst.BaseExpression, with_node: cst.CSTNode) -> cst.Call | None:
+        """The autocast a ``with`` item enters: the call itself, or a name bound to one in the
+        same function (``autocast_ctx = torch.autocast(device.type)``)."""
+        if isinstance(item, cst.Call):
+            return item if self.qualified(item.func) in AUTOCAST else None
+        if not isinstance(item, cst.Name):
+            return None
+        function = self.index.enclosing_function(with_node)
+        for assign in self.index.nodes(cst.Assign):
+            value = assign.value  # type: ignore[attr-defined]
+            if (
+                isinstance(value, cst.Call)
+                and self.qualified(value.func) in AUTOCAST
+                and self.index.enclosing_function(assign) is function
+                and any(dotted_name(t.target) == item.value for t in assign.targets)  # type: ignore[attr-defined]
+            ):
+                return value
+        return None
 
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
             for item in with_node.items:  # type: ignore[attr-defined]
-                call = item.item
-                if not isinstance(call, cst.Call) or self._autocast_dtype(call) != FP16:
+                call = self._autocast_call(item.item, with_node)
+                if call is None or self._autocast_dtype(call) != FP16:
+                    continue
+                enabled = self._enabled(call)
+                if enabled is None:
                     continue
                 found = self._model_run_in(with_node.body)  # type: ignore[attr-defined]
-                if found is not None:
-                    yield Fp16Site(
-                        call,
-                        "fp16 autocast",
-                        "use `dtype=torch.bfloat16` and drop the GradScaler",
-                        *found,
-                    )
+                if found is None:
+                    continue
+                what = "fp16 autocast"
+                if keyword(call, "dtype") is None:
+                    what = "autocast with no dtype (fp16 on CUDA)"
+                yield Fp16Site(
+                    call,
+                    what,
+                    "use `dtype=torch.bfloat16` and drop the GradScaler",
+                    *found,
+                    enabled.when,
+                    enabled.facts,
+                )
 
     def _model_run_in(self, body: cst.CSTNode):
         for node in _descendants(body):
@@ -248,7 +300,8 @@ class Fp16Sites:
             if not receivers.is_constructor_call(call):
                 continue
             scaler = _assigned_name(self.index, call)
-            if scaler is None or not _always_enabled(call):
+            enabled = self._enabled(call)
+            if scaler is None or enabled is None:
                 continue
             if bf16_autocast is None:
                 bf16_autocast = self._bf16_autocast_functions()
@@ -261,6 +314,8 @@ class Fp16Sites:
                     "GradScaler (fp16 loss scaling)",
                     "train with bf16 autocast and no GradScaler",
                     *found,
+                    enabled.when,
+                    enabled.facts,
                 )
 
     def _model_behind_scaler(self, scaler: str, at: cst.CSTNode):
@@ -297,12 +352,11 @@ class Fp16Sites:
                 dtype = self.origins.loading_dtype_arg(call)
                 if dtype is None or self.origins.dtype(dtype.value) != FP16:
                     continue
-                name = positional(call, 0) or keyword(call, "pretrained_model_name_or_path")
-                origin = self.origins.family_origin(name.value if name is not None else None)
+                origin = self.origins.family_origin(self.origins.checkpoint_arg(call))
                 if origin is not None:
                     yield Fp16Site(
-                        dtype,
-                        "loading in float16",
+                        dtype.node,
+                        f"`{dtype.name}={self.context.module.code_for_node(dtype.value)}`",
                         "load with `torch_dtype=torch.bfloat16`",
                         "the model",
                         origin,
@@ -323,7 +377,8 @@ class Fp16Sites:
             if name is None or last_part(name) not in TRAINING_ARGUMENTS:
                 continue
             fp16 = keyword(call, "fp16")
-            if fp16 is None or not _is_true(fp16.value):
+            switch = self.switches.truthy(fp16.value) if fp16 is not None else None
+            if switch is None:
                 continue
             bound = _assigned_name(self.index, call)
             for trainer in self.calls:
@@ -335,7 +390,8 @@ class Fp16Sites:
                     continue
                 found = self._trainer_model(trainer)
                 if found is not None:
-                    yield Fp16Site(fp16, "`fp16=True`", "use `bf16=True`", *found)
+                    what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
+                    yield Fp16Site(fp16, what, "use `bf16=True`", *found, switch.when, switch.facts)
                     break
 
     def _accelerators(self) -> Iterator[Fp16Site]:
@@ -344,7 +400,12 @@ class Fp16Sites:
             if name is None or last_part(name) != "Accelerator":
                 continue
             precision = keyword(call, "mixed_precision")
-            if precision is None or string_value(precision.value) != "fp16":
+            switch = (
+                self.switches.equals(precision.value, lambda value: value == "fp16")
+                if precision is not None
+                else None
+            )
+            if switch is None:
                 continue
             bound = _assigned_name(self.index, call)
             found = None
@@ -358,8 +419,14 @@ class Fp16Sites:
                     for arg in prepare.args:
                         found = found or self.model_in(arg.value, prepare)
             if found is not None:
+                what = f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
                 yield Fp16Site(
-                    precision, '`mixed_precision="fp16"`', 'use `mixed_precision="bf16"`', *found
+                    precision,
+                    what,
+                    'use `mixed_precision="bf16"`',
+                    *found,
+                    switch.when,
+                    switch.facts,
                 )
 
     def _lightning(self) -> Iterator[Fp16Site]:
@@ -374,8 +441,8 @@ class Fp16Sites:
             if precision is None:
                 continue
             value = precision.value
-            text = value.value if isinstance(value, cst.Integer) else string_value(value)
-            if text not in LIGHTNING_FP16:
+            switch = self.switches.equals(value, lambda text: str(text) in LIGHTNING_FP16)
+            if switch is None:
                 continue
             bound = _assigned_name(self.index, call)
             found = None
@@ -395,6 +462,8 @@ class Fp16Sites:
                     f"`precision={self.context.module.code_for_node(value)}`",
                     'use `precision="bf16-mixed"`',
                     *found,
+                    switch.when,
+                    switch.facts,
                 )
 
     def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
@@ -416,7 +485,7 @@ class Fp16Sites:
                     for target in node.targets:  # type: ignore[attr-defined]
                         name = dotted_name(target.target)
                         if name and name.startswith("self."):
-                            origin = self.origins.of_name(name, node)
+                            origin = self.origins.of_expression(node.value, node)  # type: ignore[attr-defined]
                             if origin is not None:
                                 return name, origin
             return self.model_in(value, at)  # LitModule(hf_model): the model passed in

@@ -29,6 +29,8 @@ _COLLECTED = (
     cst.ImportFrom,
     cst.With,
     cst.Subscript,
+    cst.Return,
+    cst.Assert,
 )
 
 

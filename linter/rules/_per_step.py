@@ -247,6 +247,9 @@ def classify_guard(test: cst.BaseExpression) -> Guard | None:
     while isinstance(expression, cst.UnaryOperation) and isinstance(expression.operator, cst.Not):
         positive = not positive
         expression = expression.expression
+    flag = _periodic_flag_guard(test)
+    if flag is not None:
+        return flag
     if any(PERIODIC_FLAG.search(name) for name in names):
         return Guard("periodic", positive)
     if isinstance(expression, cst.Comparison) and any(CLOCK_WORDS.search(n) for n in names):
@@ -261,6 +264,29 @@ def classify_guard(test: cst.BaseExpression) -> Guard | None:
             and STEP_COUNTER.match(last_part(left))
         ):
             return Guard("once", positive)
+    return None
+
+
+def _periodic_flag_guard(test: cst.BaseExpression) -> Guard | None:
+    """A log/eval/save flag inside ``and``/``or``/``not``, read with the operators' meaning:
+    ``not is_main or not control.should_log`` is true on the off-period steps (so an early
+    ``return`` under it leaves the rest periodic); ``is_main and should_log`` is true on
+    periodic steps only. None when the structure says neither."""
+    positive = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        positive, test = not positive, test.expression
+    if isinstance(test, cst.BooleanOperation):
+        conjunction = isinstance(test.operator, cst.And)
+        parts = [_periodic_flag_guard(part) for part in (test.left, test.right)]
+        periodic = [g for g in parts if g is not None and g.kind == "periodic"]
+        # `a and flag` true => flag true; `a or not flag` false => flag true.
+        if any(g.fires_when_true == conjunction for g in periodic):
+            return Guard("periodic", conjunction == positive)
+        return None
+    if isinstance(test, cst.Name | cst.Attribute):
+        name = dotted_name(test)
+        if name is not None and PERIODIC_FLAG.search(last_part(name)):
+            return Guard("periodic", positive)
     return None
 
 
@@ -395,6 +421,7 @@ class PerStepAnalysis:
         self._points: list[cst.CSTNode] | None = None
         self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
         self._call_sites: dict[str, list[cst.Call]] | None = None
+        self._instances: dict[str, cst.ClassDef | str] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
         #: block -> (statement -> its rank, rank of the first exit guard or None).
         self._exit_guards: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], int | None]] = {}
@@ -580,11 +607,44 @@ class PerStepAnalysis:
         if cls is None:
             return self._call_sites.get(name, [])
         calls = []
+        family = self._family(cls)
         for call in self._call_sites.get("." + name, []):
             receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
             if receiver in ("self", "cls"):
-                if self._index.enclosing_class(call) in self._family(cls):
+                if self._index.enclosing_class(call) in family:
                     calls.append(call)
-            elif name not in GENERIC_METHOD_NAMES:
+                continue
+            # `self.task.train_step()` runs another object's method: it counts only when this
+            # module shows the attribute holds an instance of this class (or a relative).
+            instance = self._instance_class(receiver) if receiver is not None else None
+            if instance is not None:
+                if instance in family:
+                    calls.append(call)
+            elif (
+                receiver is not None
+                and not receiver.startswith(("self.", "cls."))
+                and name not in GENERIC_METHOD_NAMES
+            ):
                 calls.append(call)
         return calls
+
+    def _instance_class(self, receiver: str) -> cst.ClassDef | str | None:
+        """The class of this module whose instance ``receiver`` is assigned (``self.task =
+        Task(...)``), ``"other"`` when it is assigned an instance of another class, or None."""
+        if self._instances is None:
+            classes = {c.name.value: c for c in self._index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+            instances: dict[str, cst.ClassDef | str] = {}
+            for assign in self._index.nodes(cst.Assign):
+                value = assign.value  # type: ignore[attr-defined]
+                if not isinstance(value, cst.Call):
+                    continue
+                callee = dotted_name(value.func)
+                if callee is None or not last_part(callee)[:1].isupper():
+                    continue
+                kind = classes.get(callee, "other")
+                for target in assign.targets:  # type: ignore[attr-defined]
+                    target_name = dotted_name(target.target)
+                    if target_name is not None:
+                        instances[target_name] = kind
+            self._instances = instances
+        return self._instances.get(receiver)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
+import libcst.matchers as m
 
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._module_index import ModuleIndex
@@ -37,6 +38,9 @@ GRAD_SCALER_CONSTRUCTORS = frozenset(
         "ampscale.GradScaler",
     }
 )
+
+#: ampscale's own GradScaler: only it has ``peek_scale()`` and ``step_skipped()``.
+AMPSCALE_CONSTRUCTORS = frozenset({"scaler.GradScaler", "ampscale.GradScaler"})
 
 #: Class names that are GradScalers when the module defines or star-imports them.
 GRAD_SCALER_CLASS_NAMES = frozenset({"GradScaler", "ShardedGradScaler"})
@@ -61,6 +65,17 @@ def _constructs_a_class(value: cst.BaseExpression) -> bool:
     return name is not None and last_part(name)[:1].isupper()
 
 
+#: The ways besides ``=``, annotations and parameters that a module binds a name.
+_OTHER_BINDINGS = m.AugAssign() | m.For() | m.AsName() | m.NamedExpr() | m.CompFor()
+
+
+def _bound_names(target: cst.CSTNode | None) -> list[str]:
+    if isinstance(target, cst.Tuple | cst.List):
+        return [name for element in target.elements for name in _bound_names(element.value)]
+    name = dotted_name(target) if isinstance(target, cst.BaseExpression) else None
+    return [name] if name else []
+
+
 def _is_false(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
 
@@ -74,6 +89,12 @@ class ScalerReceivers:
         self.proven: set[str] = set()
         #: Dotted names assigned an object of another class (e.g. ``StandardScaler()``).
         self._other: set[str] = set()
+        #: Dotted names bound to ampscale's GradScaler somewhere in the module...
+        self._ampscale: set[str] = set()
+        #: ...and those bound to anything else somewhere (another scaler, a loop target, an
+        #: unannotated parameter): names are not scoped here, so ampscale's is proven only for
+        #: a name in the first set and not in this one.
+        self._not_ampscale: set[str] = set()
         assignments = [
             (target, node.value)
             for node in index.nodes(cst.Assign)
@@ -87,12 +108,17 @@ class ScalerReceivers:
             name = dotted_name(node.target)
             if name and self._is_scaler_type(node.annotation.annotation):
                 self.proven.add(name)
+            self._record_ampscale(name, node.annotation.annotation, annotation=True)
         for function in index.nodes(cst.FunctionDef):
             for param in (*function.params.params, *function.params.kwonly_params):
-                if param.annotation is not None and self._is_scaler_type(
-                    param.annotation.annotation
-                ):
+                annotation = param.annotation.annotation if param.annotation else None
+                if annotation is not None and self._is_scaler_type(annotation):
                     self.proven.add(param.name.value)
+                self._record_ampscale(param.name.value, annotation, annotation=True)
+        for node in m.findall(index.module, _OTHER_BINDINGS):
+            target = node.name if isinstance(node, cst.AsName) else node.target
+            for name in _bound_names(target):
+                self._not_ampscale.add(name)
         # Two rounds so that `scaler = self.scaler` after `self.scaler = GradScaler()` is found
         # whatever order the two statements come in.
         for _ in range(2):
@@ -100,6 +126,7 @@ class ScalerReceivers:
                 name = dotted_name(target)
                 if name is None:
                     continue
+                self._record_ampscale(name, value)
                 if self._value_is_scaler(value):
                     self.proven.add(name)
                 elif _constructs_a_class(value):
@@ -122,6 +149,33 @@ class ScalerReceivers:
             arg.keyword is not None and arg.keyword.value == "enabled" and _is_false(arg.value)
             for arg in node.args
         )
+
+    def is_ampscale(self, name: str) -> bool:
+        """True when the dotted name ``name`` holds ampscale's GradScaler (not torch's or a
+        framework's): only it has ``peek_scale()`` and ``step_skipped()``. A name that the module
+        also binds to something else is not."""
+        return name in self._ampscale and name not in self._not_ampscale
+
+    def _record_ampscale(
+        self, name: str | None, value: cst.BaseExpression | None, *, annotation: bool = False
+    ) -> None:
+        """File ``name`` as bound to ampscale's GradScaler (a call, an alias of a name already
+        known to hold one, or an annotation naming the class) or to something else."""
+        if name is None:
+            return
+        if annotation and value is not None:
+            value = cst.Call(func=value)  # `x: GradScaler` says what `x = GradScaler()` does
+        if value is not None and self._is_ampscale_value(value):
+            self._ampscale.add(name)
+        else:
+            self._not_ampscale.add(name)
+
+    def _is_ampscale_value(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Call):
+            name = dotted_name(value.func)
+            return name is not None and self._aliases.qualify(name) in AMPSCALE_CONSTRUCTORS
+        name = dotted_name(value)
+        return name is not None and name in self._ampscale
 
     def proves(self, node: cst.BaseExpression) -> bool:
         """True when the module shows that ``node`` holds a GradScaler."""

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
@@ -20,15 +19,6 @@ from linter.rules._scaler_receivers import ScalerReceivers
 _MAYBE_A_READ = re.compile(
     r"get_scale\s*\(\s*\)|_scale\s*\.\s*(?:item|tolist)\s*\(|"
     r"float\s*\([\w.\s]*_scale\s*\)|state_dict\s*\(\s*\)\s*\[\s*[\"']scale[\"']"
-)
-
-#: ampscale's own GradScaler, whose ``peek_scale()`` reads the scale without a sync.
-AMPSCALE_GRAD_SCALERS = frozenset({"scaler.GradScaler", "ampscale.GradScaler"})
-
-#: The ways besides ``=`` that a module binds a name: a receiver is provably ampscale's only if
-#: no binding of its name anywhere in the module makes it something else.
-_OTHER_BINDINGS = (
-    m.AnnAssign() | m.AugAssign() | m.For() | m.AsName() | m.Param() | m.NamedExpr() | m.CompFor()
 )
 
 #: Methods that turn the ``_scale`` tensor into a Python number (a device-to-host copy).
@@ -310,7 +300,6 @@ for i, batch in enumerate(loader):
                 and receivers.looks_like(func.value)
             )
 
-        ampscale = _ampscale_scalers(index, aliases)
         analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = _skip_detections(index, reads, is_scaler_call)
         for read in sorted(reads, key=lambda r: index.order[r.node]):
@@ -318,78 +307,51 @@ for i, batch in enumerate(loader):
             if why is None:
                 continue
             text = context.module.code_for_node(read.node)
-            if read.node in skip_checks:
-                message = (
-                    f"`{text}` reads the loss scale around `{read.receiver}.update()` to "
-                    f"detect a skipped step, a host-device sync every training step ({why}); "
-                    f"use ampscale's `{read.receiver}.step_skipped(optimizer)` or compare the "
-                    "scale tensors on the device instead"
-                )
-            else:
-                message = (
-                    f"`{text}` copies the loss scale to the host, a device sync that stalls "
-                    f"every training step ({why}); read it under a log-interval guard "
-                    f"(`if step % log_every == 0:`) or use ampscale's non-blocking "
-                    f"`{read.receiver}.peek_scale()`"
-                )
-            yield Finding(read.node, message, fix=_peek_scale_fix(read.node, ampscale))
+            message = _message(text, read, why, read.node in skip_checks, receivers)
+            yield Finding(read.node, message, fix=_peek_scale_fix(read.node, receivers))
 
 
-def _peek_scale_fix(node: cst.CSTNode, ampscale: frozenset[str]) -> NodeFix | None:
+def _message(
+    text: str, read: ScaleRead, why: str, detects_skip: bool, receivers: ScalerReceivers
+) -> str:
+    """The finding's words: what the read is for, and advice for the scaler in hand."""
+    ampscale = receivers.is_ampscale(read.receiver)
+    if detects_skip:
+        advice = (
+            f"use `{read.receiver}.step_skipped(optimizer)`, a device-side flag"
+            if ampscale
+            else "compare the scale tensors on the device, or switch to ampscale's GradScaler "
+            "(`from scaler import GradScaler`), whose `step_skipped(optimizer)` needs no sync"
+        )
+        return (
+            f"`{text}` reads the loss scale around `{read.receiver}.update()` to detect a "
+            f"skipped step, a host-device sync every training step ({why}); {advice}"
+        )
+    advice = (
+        f"guard it with a log interval (`if step % log_every == 0:`) or use the non-blocking "
+        f"`{read.receiver}.peek_scale()`"
+        if ampscale
+        else "guard it with a log interval (`if step % log_every == 0:`), or switch to "
+        "ampscale's GradScaler (`from scaler import GradScaler`), whose `peek_scale()` never waits"
+    )
+    return (
+        f"`{text}` copies the loss scale to the host to log/check it, a device sync that stalls "
+        f"every training step ({why}); {advice}"
+    )
+
+
+def _peek_scale_fix(node: cst.CSTNode, receivers: ScalerReceivers) -> NodeFix | None:
     """``scaler.get_scale()`` -> ``scaler.peek_scale()`` on ampscale's GradScaler. Unsafe: the
     peeked value may be a step old, and is None until the first copy has landed."""
     if not (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Attribute)
         and node.func.attr.value == "get_scale"
-        and dotted_name(node.func.value) in ampscale
+        and receivers.is_ampscale(dotted_name(node.func.value) or "")
     ):
         return None
     rename = ((node.func.attr, cst.Name("peek_scale")),)
     return NodeFix("use the non-blocking `peek_scale()` (may lag a step)", rename, UNSAFE)
-
-
-def _ampscale_scalers(index: ModuleIndex, aliases: ImportAliases) -> frozenset[str]:
-    """Dotted names that every binding in the module makes ampscale's GradScaler (assigned
-    ``GradScaler(...)`` imported from ``scaler``, or annotated as one): the receivers whose
-    ``get_scale()`` has a ``peek_scale()`` to turn into."""
-
-    def is_ampscale(node: cst.CSTNode | None) -> bool:
-        if isinstance(node, cst.Call):
-            node = node.func
-        name = dotted_name(node) if isinstance(node, cst.BaseExpression) else None
-        return name is not None and aliases.qualify(name) in AMPSCALE_GRAD_SCALERS
-
-    proven: set[str] = set()
-    other: set[str] = set()
-
-    def record(target: cst.CSTNode | None, good: bool) -> None:
-        for name in _bound_names(target):
-            (proven if good else other).add(name)
-
-    for assign in index.nodes(cst.Assign):
-        for target in assign.targets:  # type: ignore[attr-defined]
-            record(target.target, is_ampscale(assign.value))  # type: ignore[attr-defined]
-    for node in m.findall(index.module, _OTHER_BINDINGS):
-        if isinstance(node, cst.AnnAssign):
-            annotated = is_ampscale(node.annotation.annotation)
-            record(node.target, annotated and (node.value is None or is_ampscale(node.value)))
-        elif isinstance(node, cst.Param):
-            record(
-                node.name, node.annotation is not None and is_ampscale(node.annotation.annotation)
-            )
-        elif isinstance(node, cst.AsName):
-            record(node.name, False)
-        else:
-            record(getattr(node, "target", None), False)
-    return frozenset(proven - other)
-
-
-def _bound_names(target: cst.CSTNode | None) -> list[str]:
-    if isinstance(target, cst.Tuple | cst.List):
-        return [name for element in target.elements for name in _bound_names(element.value)]
-    name = dotted_name(target) if isinstance(target, cst.BaseExpression) else None
-    return [name] if name else []
 
 
 def _skip_detections(
@@ -410,6 +372,32 @@ def _skip_detections(
         ]
         before = [r for r in same if order[r.node] < order[update]]
         after = [r for r in same if order[r.node] > order[update]]
-        if before and after:
+        if before and after and any(_compared(index, r.node) for r in before + after):
             found.update(r.node for r in before + after)
     return found
+
+
+def _compared(index: ModuleIndex, read: cst.CSTNode) -> bool:
+    """The value read is compared: in a comparison itself, or through the name it is bound to
+    (``before = scaler.get_scale()`` ... ``if scaler.get_scale() < before``)."""
+    bound: str | None = None
+    for ancestor in index.ancestors(read):
+        if isinstance(ancestor, cst.Comparison):
+            return True
+        if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1:
+            bound = dotted_name(ancestor.targets[0].target)
+            break
+        if isinstance(ancestor, cst.BaseSmallStatement | cst.BaseCompoundStatement):
+            break
+    if bound is None:
+        return False
+    scope = index.enclosing_function(read)
+    stack: list[cst.CSTNode] = [scope if scope is not None else index.module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Comparison):
+            parts = (node.left, *(t.comparator for t in node.comparisons))
+            if any(dotted_name(part) == bound for part in parts):
+                return True
+        stack.extend(node.children)
+    return False

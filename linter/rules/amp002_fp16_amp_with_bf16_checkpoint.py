@@ -6,38 +6,81 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._fp16_sites import Fp16Sites, may_hold_a_finding
+from linter._rule import Example, Finding, ModuleContext, Rule, RuleOption
+from linter.rules._bf16_families import BF16_FAMILIES, user_families
+from linter.rules._bf16_origins import Bf16Origin
+from linter.rules._fp16_sites import Fp16Site, Fp16Sites, may_hold_a_finding
+from linter.rules._fp16_switches import ON_GPUS_WITHOUT_BF16
 
 
 class Fp16AmpWithBf16Checkpoint(Rule):
     """fp16 mixed precision applied to a model that is bf16.
 
     ## What it does
-    Flags an fp16 mixed-precision switch — autocast with `dtype=torch.float16` (or a CUDA
-    autocast with no dtype, whose default is fp16), a `GradScaler`, `.half()`,
-    `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's configs),
-    `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it applies to
-    a model that this file loaded or cast as bf16
-    (`from_pretrained(..., torch_dtype=torch.bfloat16)` or `dtype="bfloat16"`,
-    `.to(torch.bfloat16)`, `.bfloat16()`), or to a checkpoint from a family
-    documented as pretrained in bf16 and unsafe in fp16 (FLAN-T5, T5 v1.1, mT5, T0, Gemma 3/4,
-    Qwen2 — the table in `linter/rules/_bf16_families.py` cites the evidence for each). Since
-    transformers 5 loads with `dtype="auto"`, such a checkpoint loaded with no dtype is bf16.
+    Flags an fp16 mixed-precision switch — autocast with `dtype=torch.float16` (or an autocast
+    with no dtype on a device other than the CPU: `torch.autocast("cuda")`,
+    `torch.autocast(device_type=device.type)`, `torch.cuda.amp.autocast()`, all fp16 on CUDA),
+    a `GradScaler`, `.half()`, `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's
+    configs), `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it
+    applies to a model that is bf16: loaded as bf16
+    (`from_pretrained(..., torch_dtype=torch.bfloat16)`, `dtype="bfloat16"`, or a
+    `**model_kwargs` dict that says so), cast to bf16
+    (`.to(torch.bfloat16)`, `.bfloat16()`), or a checkpoint of a family pretrained in bf16 and
+    documented as unsafe in fp16 (the table below). Since transformers 5 loads with
+    `dtype="auto"`, such a checkpoint loaded with no dtype is bf16. The checkpoint name may be
+    a literal, a module constant, a function parameter's default, an argparse `default=`, a
+    dataclass field default (`model_name_or_path: str = field(default=...)`) or the default of
+    `os.environ.get("MODEL", ...)`.
 
-    The finding is reported at the fp16 site and names the line where the model became bf16
-    (a related location in SARIF). The model is tracked through the file: the model called under
-    the autocast, the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
-    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`, and a
-    function's parameter when this file calls the function with a bf16 model
-    (`train(model, loader)`).
+    The model is tracked through the file: the model called under the autocast (a pipeline
+    too), the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
+    `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`, a
+    function's parameter when this file calls the function with a bf16 model, and a model a
+    same-module helper returns (`model, tok = load_model_and_tokenizer(...)`).
+
+    ### One path, in order
+    A bf16 origin and an fp16 site pair only when one run can reach both, the origin first:
+
+    - different arms of one `if`/`elif`/`else` never pair
+      (`if cfg.bf16: model = model.bfloat16()` / `elif cfg.fp16: model = model.half()`);
+    - nor do separate `if`s whose conditions cannot hold together: one variable compared with
+      two different constants (`precision == "bf16"` / `precision == "fp16"`), the `bf16` and
+      `fp16` flags of one configuration object (`args.bf16` / `args.fp16` — transformers'
+      `TrainingArguments` raises when both are set), flags an `assert` makes exclusive
+      (`assert not (a and b)`, `assert a + b <= 1`) or an argparse mutually exclusive group
+      declares, and an fp16 switch whose own value contradicts the branch of the bf16 load
+      (`fp16=not torch.cuda.is_bf16_supported()` beside a load under
+      `if torch.cuda.is_bf16_supported():`);
+    - a cast or assignment after the fp16 site is never its origin (a bf16 copy saved after
+      training is not what was trained).
+
+    ### Certain or reachable
+    An fp16 switch counts when it is on wherever the script trains on a GPU: `True`, a name
+    bound once to `True`, `not bf16` where `bf16` is `False`, `torch.cuda.is_available()`, a
+    command-line flag whose default turns it on. The finding is *reachable* when the script
+    declares a run that turns fp16 on — a `--mixed_precision` flag whose `choices` include
+    `"fp16"` feeding `Accelerator(mixed_precision=args.mixed_precision)`, or
+    `fp16=not torch.cuda.is_bf16_supported()` — and its message then starts with the
+    condition: "when run with --mixed_precision fp16, ...", "on a GPU without bf16 support,
+    ...". Any other runtime switch (`fp16=args.fp16` behind a `store_true` flag,
+    `enabled=use_amp`) is not reported: the script may only ever run with it off.
+
+    ### The finding
+    One finding per bf16 model, at its first fp16 site, naming where the model became bf16
+    (loaded as bf16, cast to bf16, or which family); the bf16 origin and any other fp16 site
+    that applies to the same model are related locations (in `--format json` and SARIF).
 
     Not reported: a dtype chosen at runtime (`dtype = torch.bfloat16 if bf16 else torch.float16`
-    used on both sides is one switch, not a mismatch), an autocast or GradScaler switched by a
-    runtime flag (`enabled=args.fp16`: the file may only ever run with it off), `fp16=False`,
-    `revision="fp16"`, `variant="fp16"`, names in comments or docstrings, a GradScaler next to
-    bf16 autocast (merely redundant), and inference-only files (no `backward()`, `fit`,
-    `train()` or Trainer): there is no loss scale to collapse there.
+    used on both sides is one switch, not a mismatch), `fp16=False`, `revision="fp16"`,
+    `variant="fp16"`, names in comments or docstrings, a GradScaler next to bf16 autocast
+    (merely redundant), and inference-only files (no `backward()`, `fit`, `train()` or
+    Trainer): there is no loss scale to collapse there.
+
+    ### Families pretrained in bf16
+    A row is in the table only with a public source; extend it for your own checkpoints with
+    the `extend-bf16-families` option.
+
+    {families}
 
     ## Why is this bad?
     A model pretrained in bf16 has learned weights and activations with bf16's fp32-sized range;
@@ -73,7 +116,29 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     # Every bf16 origin is a `from_pretrained(...)`, spells `bfloat16`, or is a checkpoint name
     # handed to a `...Trainer(model="...")`.
     triggers = ("bfloat16", "from_pretrained", "Trainer")
+    options = (
+        RuleOption(
+            "extend-bf16-families",
+            list,
+            [],
+            "Checkpoint name patterns (shell-style, e.g. `my-org/llm-*`) that are bf16 like "
+            "the built-in families: a load of one with no dtype, or trained in fp16, is reported.",
+        ),
+    )
     valid = (
+        Example(
+            """\
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained(cfg.model)
+if cfg.bf16:
+    model = model.to(torch.bfloat16)
+elif cfg.fp16:
+    model = model.half()  # the other arm: never the same run as the bf16 cast
+model(**batch).loss.backward()
+"""
+        ),
         Example(
             """\
 import torch
@@ -111,6 +176,23 @@ Trainer(model=model, args=args, train_dataset=train_set).train()
     invalid = (
         Example(
             """\
+import argparse
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mixed_precision", default="no", choices=["no", "fp16", "bf16"])
+args = parser.parse_args()
+accelerator = Accelerator(mixed_precision=args.mixed_precision)  # reachable: --mixed_precision fp16
+model = AutoModelForCausalLM.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+model, optimizer = accelerator.prepare(model, optimizer)
+accelerator.backward(model(**batch).loss)
+""",
+            (9,),
+        ),
+        Example(
+            """\
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
@@ -124,7 +206,7 @@ for batch in loader:
     scaler.step(optimizer)
     scaler.update()
 """,
-            (5, 8),
+            (5,),
         ),
         Example(
             """\
@@ -151,21 +233,80 @@ trainer.train()
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         if not may_hold_a_finding(context.source):  # for callers that skip the engine
             return
-        analysis = Fp16Sites(context)
-        reported: set[cst.CSTNode] = set()
+        families = user_families(self.settings.get("extend-bf16-families", ()))
+        analysis = Fp16Sites(context, families)
+        # One finding per bf16 model: reported at its first fp16 site, the others related.
+        by_origin: dict[cst.CSTNode, list[Fp16Site]] = {}
         for site in analysis.sites():
+            group = by_origin.setdefault(site.origin.node, [])
+            if all(site.node is not other.node for other in group):
+                group.append(site)
+        reported: set[cst.CSTNode] = set()
+        for group in by_origin.values():
+            group.sort(key=lambda site: _start(context, site.node))
+            site = next((s for s in group if s.when is None), group[0])
             if site.node in reported:
                 continue
             reported.add(site.node)
             origin = site.origin
-            line = context.position(origin.node).start.line
-            if origin.family is not None:
-                became = f"{origin.description} (line {line})"
-            else:
-                became = f"was {origin.description} at line {line}"
-            message = (
-                f"{site.what} applies fp16 to `{site.model}`, which {became}: bf16-pretrained "
-                "weights and activations exceed fp16's max 65504, the loss scale backs off "
-                f"below 1 and NaNs follow; {site.fix}"
-            )
-            yield Finding(site.node, message, related=((origin.node, origin.description),))
+            related = [(origin.node, _origin_note(origin))]
+            related += [
+                (other.node, f"{other.what} also applies fp16")
+                for other in group
+                if other is not site
+            ]
+            yield Finding(site.node, _message(context, site), related=tuple(related))
+
+
+def _family_rows() -> str:
+    """The family table for the docstring (indented like it, so ``cleandoc`` keeps it)."""
+    rows = ["| family | checkpoint names matching | evidence |", "|---|---|---|"]
+    for family in BF16_FAMILIES:
+        links = ", ".join(f"<{url}>" for url in family.evidence)
+        pattern = family.pattern.pattern.replace("|", "\\|")
+        rows.append(f"| {family.name} | `{pattern}` | {links} |")
+    return "\n    ".join(rows)
+
+
+Fp16AmpWithBf16Checkpoint.__doc__ = (Fp16AmpWithBf16Checkpoint.__doc__ or "").replace(
+    "{families}", _family_rows()
+)
+
+
+def _start(context: ModuleContext, node: cst.CSTNode) -> tuple[int, int]:
+    start = context.position(node).start
+    return start.line, start.column
+
+
+def _origin_note(origin: Bf16Origin) -> str:
+    return origin.description if origin.family is None else origin.description.split(",")[0]
+
+
+#: Why each kind of bf16 origin breaks under fp16, for the message.
+_WHY = {
+    "family": "bf16-pretrained weights and activations exceed fp16's max 65504",
+    "loaded": "bf16 weights and activations can exceed fp16's max 65504",
+    "cast": "bf16 weights and activations can exceed fp16's max 65504",
+}
+
+
+def _message(context: ModuleContext, site: Fp16Site) -> str:
+    origin = site.origin
+    line = context.position(origin.node).start.line
+    model = f"`{site.model}`" if site.model != "the model" else site.model
+    if origin.family is not None:
+        became = f"{origin.description} (line {line})"
+    else:
+        became = f"was {origin.description} at line {line}"
+    when = f"{site.when}, " if site.when is not None else ""
+    fix = _FIX_WHEN.get(site.when or "", site.fix)
+    return (
+        f"{when}{site.what} applies fp16 to {model}, which {became}: {_WHY[origin.kind]}, "
+        f"the loss scale backs off below 1 and NaNs follow; {fix}"
+    )
+
+
+#: Advice that fits the runs a reachable site is on (bf16 is no option where it is missing).
+_FIX_WHEN = {
+    ON_GPUS_WITHOUT_BF16: "train in fp32 where bf16 is missing, not in fp16",
+}

@@ -151,7 +151,12 @@ def test_else_branch_of_inverted_periodic_guard_is_periodic() -> None:
 
 @pytest.mark.parametrize(
     "exit_guard",
-    ["if i % log_every != 0:\n        continue", "if not should_log(i): continue"],
+    [
+        "if i % log_every != 0:\n        continue",
+        "if not should_log(i): continue",
+        "if i % log_every != 0:\n        break",
+        "if not should_log(i):\n        raise StopTraining(i)",
+    ],
 )
 def test_early_exit_on_off_steps_guards_the_rest_of_the_block(exit_guard: str) -> None:
     source = f"""\
@@ -323,7 +328,28 @@ def test_skipped_step_pattern_gets_its_own_message() -> None:
     """
     found = run_rule(GetScaleEveryStep, textwrap.dedent(source))
     assert [line for line, _col, msg in found if "to detect a skipped step" in msg] == [4, 7]
-    assert all("scaler.step_skipped(optimizer)" in msg for _line, _col, msg in found)
+    # torch's scaler has no step_skipped(): the advice is to switch to ampscale's.
+    assert all("(`from scaler import GradScaler`)" in msg for _line, _col, msg in found)
+    ampscale = source.replace("import torch", "from scaler import GradScaler").replace(
+        'torch.amp.GradScaler("cuda")', "GradScaler()"
+    )
+    found = run_rule(GetScaleEveryStep, textwrap.dedent(ampscale))
+    assert [line for line, *_ in found] == [4, 7]
+    assert all("use `scaler.step_skipped(optimizer)`" in msg for _line, _col, msg in found)
+
+
+def test_reads_around_update_that_are_not_compared_only_log_the_scale() -> None:
+    source = """    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        before = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        log(before=before, after=scaler.get_scale())
+    """
+    found = run_rule(GetScaleEveryStep, textwrap.dedent(source))
+    assert [line for line, *_ in found] == [4, 7]
+    assert all("to log/check it" in msg and "skipped" not in msg for *_, msg in found)
 
 
 def test_message_names_the_loop_line_and_the_call() -> None:
@@ -336,7 +362,15 @@ def test_message_names_the_loop_line_and_the_call() -> None:
     (message,) = messages(source)
     assert message.startswith("`scaler.get_scale()` copies the loss scale to the host")
     assert "inside the loop at line 3" in message
-    assert message.endswith("or use ampscale's non-blocking `scaler.peek_scale()`")
+    assert message.endswith(
+        "or switch to ampscale's GradScaler (`from scaler import GradScaler`), whose "
+        "`peek_scale()` never waits"
+    )
+    ampscale = source.replace('torch.amp.GradScaler("cuda")', "GradScaler()").replace(
+        "import torch", "from scaler import GradScaler"
+    )
+    (message,) = messages(ampscale)
+    assert message.endswith("or use the non-blocking `scaler.peek_scale()`")
 
 
 def test_read_in_a_lambda_or_nested_definition_is_judged_by_its_call() -> None:
@@ -457,3 +491,65 @@ def test_private_tensor_read_is_matched_only_as_the_trigger_spells_it() -> None:
     assert lines(LOOP_READ.format(setup=setup, read="scaler._scale.item()")) == [7]
     # The engine skips files without `._scale`; the rule must not claim what it never sees.
     assert lines(LOOP_READ.format(setup=setup, read="(scaler .  _scale).item()")) == []
+
+
+def test_a_loop_over_scalers_is_not_a_step_loop() -> None:
+    source = """\
+    import torch
+    scalers = [torch.amp.GradScaler("cuda"), torch.amp.GradScaler("cuda")]
+    for epoch in range(num_epochs):
+        run_epoch(scalers)
+        for scaler in scalers:
+            print(scaler.get_scale())
+    """
+    assert lines(source) == []
+    assert lines(source.replace("for scaler in scalers:", "for scaler in loader:")) == [6]
+
+
+HOOK_WITH_EARLY_RETURN = """\
+from transformers import TrainerCallback
+
+
+class ScaleLogger(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if {test}:
+            return
+        print(self.scaler.get_scale())
+"""
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ("not state.is_world_process_zero or not control.should_log", []),
+        ("not (state.is_world_process_zero and control.should_log)", []),
+        ("not state.is_world_process_zero", [8]),
+        ("state.is_world_process_zero and not control.should_log", [8]),
+    ],
+)
+def test_early_return_when_the_framework_is_not_logging(test: str, expected: list[int]) -> None:
+    assert lines(HOOK_WITH_EARLY_RETURN.format(test=test)) == expected
+
+
+def test_calls_on_another_object_are_not_calls_of_the_method_of_this_class() -> None:
+    source = """\
+    class Task:
+        def train_step(self, batch):
+            return batch
+
+
+    class Trainer:
+        def train_step(self, batch):
+            print(self.scaler.get_scale())
+
+        def fit(self, loader):
+            for batch in loader:
+                self.task.train_step(batch)
+    """
+    assert lines(source) == []
+    assert lines(source.replace("self.task.train_step", "self.train_step")) == [8]
+    # ...unless this module shows the attribute holds an instance of the class.
+    bound = source.replace(
+        "def fit(self, loader):", "def fit(self, loader):\n            self.task = Trainer()"
+    )
+    assert lines(bound) == [8]

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import re
 import textwrap
+from pathlib import Path
 
+import libcst as cst
 import pytest
 from rule_runner import run_rule, run_rule_related
 
+from linter._rule import ModuleContext
+from linter.api import lint_paths
+from linter.config import ConfigError, load_settings
 from linter.rules import Fp16AmpWithBf16Checkpoint
 from linter.rules._bf16_families import BF16_FAMILIES, bf16_family
 
@@ -226,7 +231,13 @@ def test_lightning_precision_applies_to_the_module_passed_to_fit() -> None:
     pl_trainer = L.Trainer(precision="bf16-mixed")
     pl_trainer.fit(LitModel())
     """
-    assert lines(source) == [9, 10]
+    # Both fp16 Trainers fit the same bf16 backbone: one finding, the second site related.
+    assert run_rule_related(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source)) == [
+        (
+            9,
+            [(7, "loads `google/t5-v1_1-small`"), (10, '`precision="16-mixed"` also applies fp16')],
+        )
+    ]
 
 
 def test_inference_only_file_is_not_reported() -> None:
@@ -347,9 +358,12 @@ def test_model_followed_from_the_caller_into_a_parameter() -> None:
         model = AutoModelForCausalLM.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
         train(model, loader=None)
     """
-    found = run_rule(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source))
-    assert [line for line, _col, _msg in found] == [5, 8]
-    assert all("`net`, which was loaded as bfloat16 at line 15" in msg for *_, msg in found)
+    ((_line, _col, message),) = run_rule(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source))
+    assert "`net`, which was loaded as bfloat16 at line 15" in message
+    # One bf16 model trained under fp16 AMP is one finding: the autocast is a related site.
+    assert run_rule_related(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source)) == [
+        (5, [(15, "loaded as bfloat16"), (8, "fp16 autocast also applies fp16")])
+    ]
 
 
 def test_parameter_shadows_a_bf16_global_of_the_same_name() -> None:
@@ -438,5 +452,225 @@ model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
 {statement}
 with torch.autocast("cuda", dtype=torch.float16):
     model(x).sum().backward()
+"""
+    assert lines(source) == expected
+
+
+# -- messages, related sites, reachable wording, options (issue 9) ------------------------------
+
+
+def messages_of(source: str) -> list[str]:
+    return [msg for *_pos, msg in run_rule(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source))]
+
+
+MIXED_PRECISION_FLAG = """\
+import argparse
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+parser = argparse.ArgumentParser()
+parser.add_argument("--mixed_precision", default={default}, choices=["no", "fp16", "bf16"])
+args = parser.parse_args()
+accelerator = Accelerator(mixed_precision=args.mixed_precision)
+model = AutoModelForCausalLM.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+model, opt = accelerator.prepare(model, opt)
+accelerator.backward(model(x).loss)
+"""
+
+
+def test_a_flag_that_may_choose_fp16_is_reported_as_reachable() -> None:
+    (message,) = messages_of(MIXED_PRECISION_FLAG.format(default='"no"'))
+    assert message.startswith("when run with --mixed_precision fp16, ")
+    assert "`mixed_precision=args.mixed_precision` applies fp16 to `model`" in message
+
+
+def test_a_flag_that_defaults_to_fp16_is_certain() -> None:
+    (message,) = messages_of(MIXED_PRECISION_FLAG.format(default='"fp16"'))
+    assert message.startswith("`mixed_precision=args.mixed_precision` applies fp16")
+
+
+def test_a_flag_without_fp16_among_its_choices_is_not_reported() -> None:
+    source = MIXED_PRECISION_FLAG.format(default='"no"').replace('"fp16", ', "")
+    assert messages_of(source) == []
+
+
+@pytest.mark.parametrize(
+    ("origin", "words", "not_words"),
+    [
+        (
+            'from_pretrained("org/lm", torch_dtype=torch.bfloat16)',
+            "was loaded as bfloat16 at line 3",
+            "pretrained",
+        ),
+        ('from_pretrained("org/lm").to(torch.bfloat16)', "was cast to bfloat16 at line 3", "pre"),
+        (
+            'from_pretrained("google/flan-t5-base")',
+            "loads `google/flan-t5-base`, a FLAN-T5 checkpoint pretrained in bfloat16 (line 3)",
+            "was ",
+        ),
+    ],
+)
+def test_message_says_where_the_bf16_comes_from(origin: str, words: str, not_words: str) -> None:
+    source = f"""\
+import torch
+from transformers import AutoModel
+model = AutoModel.{origin}
+model = model.half()
+model(x).sum().backward()
+"""
+    (message,) = messages_of(source)
+    assert words in message
+    assert not_words not in message.partition(words)[2].partition(";")[0].replace("bf16", "")
+
+
+def test_no_backticks_around_english() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel, Trainer, TrainingArguments
+    model = AutoModel.from_pretrained("google/gemma-3-1b-it", torch_dtype=torch.float16)
+    Trainer(model=model, args=TrainingArguments("o", fp16=True)).train()
+    """
+    (message,) = messages_of(source)
+    assert "applies fp16 to the model, which loads" in message
+    assert "`the model`" not in message
+    for quoted in re.findall(r"`([^`]*)`", message):
+        assert " " not in quoted or "=" in quoted or "(" in quoted, quoted
+
+
+def test_one_finding_for_the_fp16_load_and_fp16_true_of_one_model() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel, Trainer, TrainingArguments
+    model = AutoModel.from_pretrained("google/gemma-3-1b-it", torch_dtype=torch.float16)
+    args = TrainingArguments("o", fp16=True)
+    Trainer(model=model, args=args).train()
+    """
+    assert run_rule_related(Fp16AmpWithBf16Checkpoint, textwrap.dedent(source)) == [
+        (3, [(3, "loads `google/gemma-3-1b-it`"), (4, "`fp16=True` also applies fp16")])
+    ]
+
+
+@pytest.mark.parametrize("order", ["bf16 first", "fp16 first"])
+def test_a_cast_after_the_fp16_site_is_never_its_origin(order: str) -> None:
+    casts = ["self.m = self.m.bfloat16()", "self.m = self.m.half()"]
+    if order == "fp16 first":
+        casts.reverse()
+    source = f"""\
+import torch
+class Runner:
+    def setup(self):
+        self.m = build()
+        {casts[0]}
+        {casts[1]}
+        self.m(x).sum().backward()
+"""
+    found = messages_of(source)
+    assert len(found) == (1 if order == "bf16 first" else 0)
+    assert all("cast to bfloat16 at line 5" in message for message in found)
+
+
+def test_fp16_not_bf16_supported_pairs_with_an_ungated_load_only() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel, Trainer, TrainingArguments
+    model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+    args = TrainingArguments("o", fp16=not torch.cuda.is_bf16_supported())
+    Trainer(model=model, args=args).train()
+    """
+    (message,) = messages_of(source)
+    assert message.startswith("on a GPU without bf16 support, `fp16=not torch.cuda")
+    gated = source.replace(
+        "    model = AutoModel", "    if torch.cuda.is_bf16_supported():\n        model = AutoModel"
+    )
+    assert messages_of(gated) == []
+
+
+@pytest.mark.parametrize(
+    ("switch", "expected"),
+    [
+        ("fp16=True", [4]),
+        ("fp16=torch.cuda.is_available()", [4]),
+        ("fp16=use_fp16", [4]),
+        ("fp16=not use_bf16", [4]),
+        ("fp16=args.fp16", []),
+        ("fp16=not torch.cuda.is_available()", []),
+        ("fp16=False", []),
+    ],
+)
+def test_fp16_switch_expressions(switch: str, expected: list[int]) -> None:
+    source = f"""\
+import torch
+from transformers import AutoModel, Trainer, TrainingArguments
+use_fp16, use_bf16 = True, False
+args = TrainingArguments("o", {switch})
+model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+Trainer(model=model, args=args).train()
+"""
+    source = source.replace("use_fp16, use_bf16 = True, False", "use_fp16 = True\nuse_bf16 = False")
+    assert lines(source) == [line + 1 for line in expected]
+
+
+def test_extend_bf16_families_option() -> None:
+    source = """\
+    from transformers import AutoModel, Trainer, TrainingArguments
+    model = AutoModel.from_pretrained("my-org/llm-7b")
+    Trainer(model=model, args=TrainingArguments("o", fp16=True)).train()
+    """
+    assert lines(source) == []
+    rule = Fp16AmpWithBf16Checkpoint({"extend-bf16-families": ["my-org/llm-*"]})
+    context = ModuleContext(
+        "s.py", textwrap.dedent(source), cst.parse_module(textwrap.dedent(source))
+    )
+    (finding,) = rule.check(context)
+    assert "a my-org/llm-* checkpoint pretrained in bfloat16" in finding.message
+
+
+def test_extend_bf16_families_is_read_from_pyproject(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.amp-lint.fp16-amp-with-bf16-checkpoint]\nextend-bf16-families = ["my-org/*"]\n'
+    )
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from transformers import AutoModel, Trainer, TrainingArguments\n"
+        'model = AutoModel.from_pretrained("my-org/llm-7b")\n'
+        'Trainer(model=model, args=TrainingArguments("o", fp16=True)).train()\n'
+    )
+    result = lint_paths([script], settings=load_settings(None, start=tmp_path), jobs=1)
+    assert [(d.line, d.code) for d in result.diagnostics] == [(3, "AMP002")]
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.amp-lint.fp16-amp-with-bf16-checkpoint]\nextend-bf16-family = []\n"
+    )
+    with pytest.raises(ConfigError, match="unknown option 'extend-bf16-family'"):
+        load_settings(None, start=tmp_path)
+
+
+def test_the_switch_is_quoted_without_its_comma_or_comment() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModel, Trainer, TrainingArguments
+    model = AutoModel.from_pretrained("org/lm", torch_dtype=torch.bfloat16)
+    args = TrainingArguments(
+        "o",
+        fp16=True,  # faster on our V100s
+    )
+    Trainer(model=model, args=args).train()
+    """
+    (message,) = messages_of(source)
+    assert message.startswith("`fp16=True` applies fp16 to `model`")
+
+
+@pytest.mark.parametrize(("caster", "expected"), [("export_bf16", []), ("__init__", [6])])
+def test_another_methods_cast_is_cited_only_when_it_runs_first(caster: str, expected: list) -> None:
+    source = f"""\
+import torch
+
+
+class Runner:
+    def train(self, loader):
+        with torch.autocast("cuda", dtype=torch.float16):
+            self.model(loader).sum().backward()
+
+    def {caster}(self):
+        self.model = build().to(torch.bfloat16)
 """
     assert lines(source) == expected
