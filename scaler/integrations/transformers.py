@@ -186,7 +186,7 @@ class LossScaleCallback(TrainerCallback, ExportableState):
         if self._in_episode or self._policy == "ignore":
             return
         self._in_episode = True
-        message = f"{below_one_message(scale, floor_hit)} (at step {state.global_step}). "
+        message = f"{below_one_message(scale)} (at step {state.global_step}). "
         message += _WHAT_TO_DO
         if self._policy == "raise":
             message = "stopping training: " + message
