@@ -14,6 +14,8 @@ from scaler import GradScaler
 
 STEPS = 5
 POISONED_STEP = 1
+#: The FSDP2 test's second overflow, in a parameter FSDP does not shard.
+LOCAL_POISONED_STEP = 3
 
 
 def _model() -> torch.nn.Module:
@@ -123,7 +125,17 @@ def _ddp_matches_single_process(rank: int, world: int) -> dict:
 
 
 def _fsdp_matches_single_process(rank: int, world: int) -> dict:
-    """FSDP2 (fully_shard) over two ranks vs one process accumulating the two half batches."""
+    """FSDP2 (fully_shard) over two ranks vs one process accumulating the two half batches.
+
+    FSDP2's gradients are DTensors, and DTensor reduces the found-inf flag of
+    ``_amp_foreach_non_finite_check_and_unscale_`` across the mesh by itself (torch's
+    ``found_inf_reduce_handler`` in torch/distributed/tensor/_dispatch.py), so an inf in a
+    sharded gradient reaches every rank even without the scaler's all-reduce: with the reduce
+    removed from ``GradScaler._reduce_found_inf``, the first poisoned step alone still passed. The
+    second one is an inf in a parameter FSDP does not manage (a plain tensor, e.g. a gain kept
+    outside the sharded modules, stepped by a second optimizer), on rank 0 only: only the
+    scaler's all-reduce makes rank 1 skip it too, and the test fails without it.
+    """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -134,31 +146,44 @@ def _fsdp_matches_single_process(rank: int, world: int) -> dict:
     for layer in (model[0], model[2]):
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
+    reference_gain, gain = torch.nn.Parameter(torch.ones(())), torch.nn.Parameter(torch.ones(()))
     reference_scaler = GradScaler("cpu")
     scaler = GradScaler("cpu", process_group=dist.group.WORLD)
-    reference_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    reference_opts = [
+        torch.optim.Adam(reference.parameters(), lr=1e-2),
+        torch.optim.SGD([reference_gain], lr=0.1),
+    ]
+    optimizers = [torch.optim.Adam(model.parameters(), lr=1e-2), torch.optim.SGD([gain], lr=0.1)]
     for step in range(STEPS):
-        reference_opt.zero_grad()
+        for optimizer in (*reference_opts, *optimizers):
+            optimizer.zero_grad()
         for shard in range(world):
             inputs, target = _batch(step, shard, world)
             reference_scaler.scale(_loss(reference, inputs, target) / world).backward()
-        optimizer.zero_grad()
         inputs, target = _batch(step, rank, world)
         scaler.scale(_loss(model, inputs, target)).backward()
+        # The same (scaled) gradient for the unsharded gain on every rank and in the reference.
+        reference_gain.grad = reference_scaler.scale(torch.tensor(0.5))
+        gain.grad = scaler.scale(torch.tensor(0.5))
         if step == POISONED_STEP:  # an inf in rank 1's shard only; the reference sees one too
             reference[0].weight.grad.view(-1)[0] = float("inf")
             if rank == 1:
                 model[0].weight.grad.to_local().view(-1)[0] = float("inf")
-        reference_scaler.step(reference_opt)
+        if step == LOCAL_POISONED_STEP:  # an inf in rank 0's unsharded gain only
+            reference_gain.grad.fill_(float("inf"))
+            if rank == 0:
+                gain.grad.fill_(float("inf"))
+        for optimizer in reference_opts:
+            reference_scaler.step(optimizer)
         reference_scaler.update()
-        scaler.step(optimizer)
+        for optimizer in optimizers:
+            scaler.step(optimizer)
         scaler.update()
     full = [p.full_tensor() for p in model.parameters()]
     return {
         "max_diff": max(
             float((p - q).detach().abs().max())
-            for p, q in zip(reference.parameters(), full, strict=True)
+            for p, q in zip([*reference.parameters(), reference_gain], [*full, gain], strict=True)
         ),
         "scales": (reference_scaler.get_scale(), scaler.get_scale()),
         "skipped": scaler.stats().skipped_steps,
