@@ -43,6 +43,7 @@ from scaler._validation import (
     check_count,
     check_growth_factor,
     check_growth_interval,
+    check_optimizer,
     check_scale,
     fresh_stats,
     is_int,
@@ -469,6 +470,7 @@ class GradScaler(torch.amp.GradScaler):
         """
         if not self._enabled:
             return
+        check_optimizer(optimizer, "unscale_")
         state = self._require_state("unscale_")
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.UNSCALED:
@@ -581,6 +583,7 @@ class GradScaler(torch.amp.GradScaler):
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        check_optimizer(optimizer, "step")
         state = self._require_state("step")
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.STEPPED:

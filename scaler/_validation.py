@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from scaler import _scale_update
-from scaler._errors import ScalerArgumentError
+from scaler._errors import ScalerArgumentError, ScalerTypeError
 from scaler._scale_update import SAFETY_FLOOR
 
 #: The keys of torch's state dict; ours adds underscore keys that torch's loader ignores.
@@ -112,6 +112,16 @@ def check_scale(name: str, value: object, floor: float, cap: float) -> float:
             f"{name}={value!r} is outside [min_scale, max_scale] = [{floor!r}, {cap!r}]"
         )
     return number
+
+
+def check_optimizer(optimizer: object, method: str) -> None:
+    """Before any bookkeeping, so that a wrong argument leaves no per-optimizer state behind
+    (torch's scaler records one for ``id(optimizer)`` and then fails on ``param_groups``)."""
+    if not hasattr(optimizer, "param_groups"):
+        raise ScalerTypeError(
+            f"{method}(optimizer): optimizer must be a torch.optim.Optimizer, got "
+            f"{type(optimizer).__name__}"
+        )
 
 
 def check_bounds(min_scale: object, max_scale: object) -> tuple[float | None, float | None]:
