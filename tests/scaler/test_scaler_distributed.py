@@ -56,6 +56,11 @@ def test_torch_sharded_grad_scaler_lets_ranks_diverge_with_a_fused_optimizer(
 ) -> None:
     # Documents the torch behaviour issue 4 describes: the fused path is not reduced.
     rank0, rank1 = (result["torch-sharded-fused"] for result in one_rank_overflows)
+    if "torch_bug" in rank0 or "torch_bug" in rank1:  # only the exact failure is recorded so
+        pytest.skip(  # (scaler_dist_workers.TORCH_SHARDED_FUSED_BUG); any other one fails
+            f"torch {torch.__version__}'s ShardedGradScaler with fused Adam fails on CPU: "
+            f"{(rank0.get('torch_bug') or rank1.get('torch_bug')).strip()}"
+        )
     assert rank0["skipped"][workers.POISONED_STEP] is False
     assert rank1["skipped"][workers.POISONED_STEP] is True
     assert rank0["scales"] != rank1["scales"]
