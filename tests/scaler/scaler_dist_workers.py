@@ -60,20 +60,18 @@ def _exit_without_finalizing() -> None:
 
     Why: a worker sometimes died with SIGABRT, "terminate called without an active exception",
     after writing a correct result (about 1 run in 3 of this file on a loaded 2-core machine,
-    issue 14; seen on torch 2.13 and 2.14.1). The signature is a C++ thread killed inside a
-    ``noexcept`` function. In those versions (not in 2.4), a tensor's C++ side keeps its Python
-    object alive while C++ holds a second reference, and drops it when that reference goes
-    (c10/util/intrusive_ptr.h, "Note [PyObject preservation for Tensor and Storages]": "When the
-    refcount goes from 2 to 1, we decref the PyObject", via ``TensorImpl::decref_pyobject()
-    const noexcept``), which takes the GIL. Gloo's worker threads hold such references to the
-    tensors of async collectives (our found-inf flags, DDP's buckets, FSDP's reduce-scatter
-    outputs) until they release the finished work, after ``wait()`` has returned. If the main
-    thread is already finalizing the interpreter when a starved worker thread gets there,
-    CPython ends that thread with ``pthread_exit`` instead of giving it the GIL, and the forced
-    unwind through the ``noexcept`` frame calls ``std::terminate``. torch's own fix (an atexit
-    ``destroy_process_group``, pytorch#179291) was abandoned, and destroying the group does not
-    wait for those releases. Nothing after the result is written needs finalization, so the
-    worker exits here.
+    issue 14; torch 2.13 and 2.14.1). tools/gloo_exit_abort_repro.py reproduces it every time,
+    and gdb on its core dump shows the cause, in a gloo worker thread: ``runLoop`` ->
+    ``~AsyncAllreduceWork`` -> a tensor's ``TensorImpl::decref_pyobject() noexcept`` ->
+    ``gil_scoped_acquire`` -> ``take_gil`` -> ``PyThread_exit_thread`` -> ``pthread_exit`` ->
+    forced unwind -> ``std::terminate``. The thread releases an async collective's work (our
+    found-inf flags, DDP's buckets, FSDP's reduce-scatter outputs) after ``wait()`` returns;
+    its tensors' Python objects are decref'd under the GIL (torch 2.13's c10/util/intrusive_ptr.h,
+    "Note [PyObject preservation for Tensor and Storages]"; torch 2.4 does not do this), and
+    CPython ends any thread that asks for the GIL once finalization has begun. A thread starved
+    of CPU on a loaded machine gets there late. Neither a barrier nor ``destroy_process_group``
+    waits for those releases, and torch's own fix (an atexit ``destroy_process_group``,
+    pytorch#179291) was abandoned. Nothing after the result is written needs finalization.
     """
     sys.stdout.flush()
     sys.stderr.flush()
