@@ -21,7 +21,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "long",
-    max_examples=3000,
+    max_examples=1000,
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
