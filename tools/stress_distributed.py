@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Tests that start processes (gloo workers, the console script, a process pool) or wait on time.
+#: The gloo tests (worker processes). Other tests that start processes (the console script, the
+#: pre-commit hook, the no-torch and never-executes checks, the packaging build) can be named on
+#: the command line, with ``--xdist 2`` to run them as CI does.
 DEFAULT_TARGETS = ("tests/scaler/test_scaler_distributed.py",)
 
 
