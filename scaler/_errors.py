@@ -14,3 +14,8 @@ class ScalerArgumentError(ValueError, AssertionError):
 
 class ScalerUsageError(RuntimeError, AssertionError):
     """The scaler was used out of order; catches as ``RuntimeError`` and as torch's type."""
+
+
+class ScalerTypeError(TypeError, AttributeError):
+    """An argument of the wrong type where torch fails with ``AttributeError`` on it (an
+    "optimizer" without ``param_groups``); catches as ``TypeError`` and as torch's type."""

@@ -37,11 +37,14 @@ from scaler._stats import ScalerStats
 from scaler._user_warnings import warn_at_caller
 from scaler._validation import (
     HYSTERESIS_KEY,
+    INT32_MAX,
     STATS_KEY,
     check_backoff_factor,
     check_bounds,
+    check_count,
     check_growth_factor,
     check_growth_interval,
+    check_optimizer,
     check_scale,
     fresh_stats,
     is_int,
@@ -174,15 +177,20 @@ class GradScaler(torch.amp.GradScaler):
             raise ScalerArgumentError(f"enabled must be a bool, got {enabled!r}")
         self._device = device
         self._enabled = bool(enabled)
+        # Every argument is checked before the scaler may disable itself below, so that a bad
+        # configuration fails on a CPU-only CI machine as it would on the GPU.
         self._min_scale, self._max_scale = check_bounds(min_scale, max_scale)
-        if not is_int(hysteresis) or hysteresis < 1:
-            raise ScalerArgumentError(f"hysteresis must be an int >= 1, got {hysteresis!r}")
+        hysteresis = check_count(hysteresis, "hysteresis", 1, INT32_MAX)
+        growth_factor = check_growth_factor(growth_factor)
+        backoff_factor = check_backoff_factor(backoff_factor)
+        growth_interval = check_growth_interval(growth_interval)
+        init_scale = check_scale("init_scale", init_scale, self._floor, self._cap)
         if below_one not in BELOW_ONE_POLICIES:
             raise ScalerArgumentError(
                 f"below_one must be one of {', '.join(map(repr, BELOW_ONE_POLICIES))}, "
                 f"got {below_one!r}"
             )
-        self._hysteresis = int(hysteresis)
+        self._hysteresis = hysteresis
         self._below_one = below_one
         if process_group is not None and not (dist.is_available() and dist.is_initialized()):
             raise ScalerArgumentError(
@@ -197,13 +205,10 @@ class GradScaler(torch.amp.GradScaler):
             self._enabled = False
         if not self._enabled:
             return
-        check_growth_factor(growth_factor)
-        check_backoff_factor(backoff_factor)
-        check_growth_interval(growth_interval)
-        self._init_scale = check_scale("init_scale", init_scale, self._floor, self._cap)
-        self._growth_factor = float(growth_factor)
-        self._backoff_factor = float(backoff_factor)
-        self._growth_interval = int(growth_interval)
+        self._init_scale = init_scale
+        self._growth_factor = growth_factor
+        self._backoff_factor = backoff_factor
+        self._growth_interval = growth_interval
         self._init_growth_tracker = 0
         self._init_hysteresis_tracker = self._hysteresis
         #: Host copy of counters to restore when the device state is created (after a load or
@@ -316,8 +321,7 @@ class GradScaler(torch.amp.GradScaler):
 
     def set_growth_factor(self, new_factor: float) -> None:
         """Set the growth multiplier (> 1)."""
-        check_growth_factor(new_factor, name="new_factor")
-        self._growth_factor = float(new_factor)
+        self._growth_factor = check_growth_factor(new_factor, name="new_factor")
 
     def get_backoff_factor(self) -> float:
         """The multiplier applied after an overflow."""
@@ -325,8 +329,7 @@ class GradScaler(torch.amp.GradScaler):
 
     def set_backoff_factor(self, new_factor: float) -> None:
         """Set the backoff multiplier (in (0, 1))."""
-        check_backoff_factor(new_factor, name="new_factor")
-        self._backoff_factor = float(new_factor)
+        self._backoff_factor = check_backoff_factor(new_factor, name="new_factor")
 
     def get_growth_interval(self) -> int:
         """The number of consecutive clean steps before the scale grows."""
@@ -334,8 +337,7 @@ class GradScaler(torch.amp.GradScaler):
 
     def set_growth_interval(self, new_interval: int) -> None:
         """Set the growth interval (an int >= 1)."""
-        check_growth_interval(new_interval, name="new_interval")
-        self._growth_interval = int(new_interval)
+        self._growth_interval = check_growth_interval(new_interval, name="new_interval")
 
     def is_enabled(self) -> bool:
         """Whether scaling is on (False also after "cuda" was requested without CUDA)."""
@@ -474,6 +476,7 @@ class GradScaler(torch.amp.GradScaler):
         """
         if not self._enabled:
             return
+        check_optimizer(optimizer, "unscale_")
         state = self._require_state("unscale_")
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.UNSCALED:
@@ -586,6 +589,7 @@ class GradScaler(torch.amp.GradScaler):
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        check_optimizer(optimizer, "step")
         state = self._require_state("step")
         optimizer_state = self._per_optimizer_states[id(optimizer)]
         if optimizer_state["stage"] is OptState.STEPPED:

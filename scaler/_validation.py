@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from scaler import _scale_update
-from scaler._errors import ScalerArgumentError
+from scaler._errors import ScalerArgumentError, ScalerTypeError
 from scaler._scale_update import SAFETY_FLOOR
 
 #: The keys of torch's state dict; ours adds underscore keys that torch's loader ignores.
@@ -25,6 +25,12 @@ HYSTERESIS_KEY = "_hysteresis_tracker"
 STATS_KEY = "_ampscale_stats"
 
 
+#: The growth and hysteresis trackers are int32 tensors (as torch's growth tracker); the interval
+#: is passed to torch's ``_amp_update_scale_`` as an int64.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
 def is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -33,41 +39,97 @@ def is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_growth_factor(value: object, name: str = "growth_factor") -> None:
-    if not is_real(value) or not math.isfinite(value):
+def as_number(value: object) -> object:
+    """A 1-element real tensor as a Python number (torch's constructor and setters take them:
+    ``init_scale=torch.tensor(4.)`` works there); anything else unchanged. One read of the
+    value, at configuration time only."""
+    if (
+        isinstance(value, torch.Tensor)
+        and value.numel() == 1
+        and value.device.type != "meta"
+        and not value.dtype.is_complex
+        and value.dtype is not torch.bool
+    ):
+        return value.item()
+    return value
+
+
+def finite_float(value: object) -> float | None:
+    """``value`` as a finite float, or None (also for ints too large for a float)."""
+    value = as_number(value)
+    if not is_real(value):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def check_growth_factor(value: object, name: str = "growth_factor") -> float:
+    number = finite_float(value)
+    if number is None:
         raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
-    if value <= 1.0:
+    if number <= 1.0:
         raise ScalerArgumentError(f"The growth factor must be > 1.0. Got {name}={value!r}.")
+    return number
 
 
-def check_backoff_factor(value: object, name: str = "backoff_factor") -> None:
-    if not is_real(value) or not math.isfinite(value):
+def check_backoff_factor(value: object, name: str = "backoff_factor") -> float:
+    number = finite_float(value)
+    if number is None:
         raise ScalerArgumentError(f"{name} must be a finite float, got {value!r}")
-    if value >= 1.0:
+    if number >= 1.0:
         raise ScalerArgumentError(f"The backoff factor must be < 1.0. Got {name}={value!r}.")
-    if value <= 0.0:
+    if number <= 0.0:
         raise ScalerArgumentError(f"The backoff factor must be > 0.0 ({name}={value!r}).")
+    return number
 
 
-def check_growth_interval(value: object, name: str = "growth_interval") -> None:
-    if not is_int(value) or value < 1:
-        raise ScalerArgumentError(f"{name} must be an int >= 1, got {value!r}")
+def check_count(value: object, name: str, low: int, high: int) -> int:
+    """An int in [low, high]; a whole float (``2.0``, as from a config file) counts as one."""
+    value_ = as_number(value)
+    if isinstance(value_, float) and value_.is_integer():
+        value_ = int(value_)
+    if not is_int(value_) or value_ < low:
+        raise ScalerArgumentError(f"{name} must be an int >= {low}, got {value!r}")
+    if value_ > high:
+        limit = "2**31 - 1" if high == INT32_MAX else "2**63 - 1"
+        raise ScalerArgumentError(f"{name} must be an int <= {limit}, got {value!r}")
+    return int(value_)
+
+
+def check_growth_interval(value: object, name: str = "growth_interval") -> int:
+    return check_count(value, name, 1, INT64_MAX)
 
 
 def check_scale(name: str, value: object, floor: float, cap: float) -> float:
-    if not is_real(value) or not math.isfinite(value) or value <= 0:
+    number = finite_float(value)
+    if number is None or number <= 0:
         raise ScalerArgumentError(f"{name} must be a positive finite float, got {value!r}")
-    if value < floor or value > cap:
+    if number < floor or number > cap:
         raise ScalerArgumentError(
             f"{name}={value!r} is outside [min_scale, max_scale] = [{floor!r}, {cap!r}]"
         )
-    return float(value)
+    return number
+
+
+def check_optimizer(optimizer: object, method: str) -> None:
+    """Before any bookkeeping, so that a wrong argument leaves no per-optimizer state behind
+    (torch's scaler records one for ``id(optimizer)`` and then fails on ``param_groups``)."""
+    if not hasattr(optimizer, "param_groups"):
+        raise ScalerTypeError(
+            f"{method}(optimizer): optimizer must be a torch.optim.Optimizer, got "
+            f"{type(optimizer).__name__}"
+        )
 
 
 def check_bounds(min_scale: object, max_scale: object) -> tuple[float | None, float | None]:
-    for name, value in (("min_scale", min_scale), ("max_scale", max_scale)):
-        if value is not None and (not is_real(value) or not math.isfinite(value)):
+    given = {"min_scale": min_scale, "max_scale": max_scale}
+    for name, value in given.items():
+        if value is not None and finite_float(value) is None:
             raise ScalerArgumentError(f"{name} must be None or a finite float, got {value!r}")
+    min_scale, max_scale = (None if v is None else finite_float(v) for v in given.values())
     if min_scale is not None and min_scale < SAFETY_FLOOR:
         raise ScalerArgumentError(
             f"min_scale must be >= 2**-126 (the smallest scale whose fp32 reciprocal is "
@@ -77,10 +139,7 @@ def check_bounds(min_scale: object, max_scale: object) -> tuple[float | None, fl
         raise ScalerArgumentError(
             f"max_scale must be >= min_scale and >= 2**-126, got max_scale={max_scale!r}"
         )
-    return (
-        None if min_scale is None else float(min_scale),
-        None if max_scale is None else float(max_scale),
-    )
+    return min_scale, max_scale
 
 
 def fresh_stats(scale: float) -> dict[str, list]:
@@ -95,37 +154,32 @@ def validate_state_dict(state_dict: abc.Mapping, hysteresis: int) -> dict[str, A
             f"state_dict is missing {', '.join(map(repr, missing))}; a GradScaler state dict "
             f"has {', '.join(map(repr, TORCH_STATE_KEYS))}"
         )
-    scale = state_dict["scale"]
-    if isinstance(scale, torch.Tensor) and scale.numel() == 1:
-        scale = scale.item()
+    scale = as_number(state_dict["scale"])
     # 0.0 is what torch's scale collapses to after ~166 overflows in a row: such a checkpoint
     # loads, and the caller raises the scale to the floor, so the run can recover.
-    if not is_real(scale) or not math.isfinite(scale) or scale < 0:
+    if finite_float(scale) is None or scale < 0:
         raise ScalerArgumentError(f"state_dict['scale'] must be a finite float >= 0, got {scale!r}")
-    check_growth_factor(state_dict["growth_factor"], "state_dict['growth_factor']")
-    check_backoff_factor(state_dict["backoff_factor"], "state_dict['backoff_factor']")
-    check_growth_interval(state_dict["growth_interval"], "state_dict['growth_interval']")
-    growth_tracker = state_dict["_growth_tracker"]
-    if not is_int(growth_tracker) or growth_tracker < 0:
-        raise ScalerArgumentError(
-            f"state_dict['_growth_tracker'] must be an int >= 0, got {growth_tracker!r}"
-        )
     hysteresis_tracker = state_dict.get(HYSTERESIS_KEY, hysteresis)
-    if not is_int(hysteresis_tracker) or hysteresis_tracker < 0:
-        raise ScalerArgumentError(
-            f"state_dict[{HYSTERESIS_KEY!r}] must be an int >= 0, got {hysteresis_tracker!r}"
-        )
     stats = state_dict.get(STATS_KEY)
-    if stats is not None:
-        stats = validate_stats(stats)
     return {
         "scale": float(scale),
-        "growth_factor": float(state_dict["growth_factor"]),
-        "backoff_factor": float(state_dict["backoff_factor"]),
-        "growth_interval": int(state_dict["growth_interval"]),
-        "_growth_tracker": int(growth_tracker),
-        HYSTERESIS_KEY: min(int(hysteresis_tracker), hysteresis),
-        STATS_KEY: stats,
+        "growth_factor": check_growth_factor(
+            state_dict["growth_factor"], "state_dict['growth_factor']"
+        ),
+        "backoff_factor": check_backoff_factor(
+            state_dict["backoff_factor"], "state_dict['backoff_factor']"
+        ),
+        "growth_interval": check_growth_interval(
+            state_dict["growth_interval"], "state_dict['growth_interval']"
+        ),
+        "_growth_tracker": check_count(
+            state_dict["_growth_tracker"], "state_dict['_growth_tracker']", 0, INT32_MAX
+        ),
+        HYSTERESIS_KEY: min(
+            check_count(hysteresis_tracker, f"state_dict[{HYSTERESIS_KEY!r}]", 0, INT32_MAX),
+            hysteresis,
+        ),
+        STATS_KEY: None if stats is None else validate_stats(stats),
     }
 
 
@@ -138,7 +192,7 @@ def validate_stats(stats: object) -> dict[str, list]:
     if (
         not isinstance(counters, (list, tuple))
         or len(counters) != _scale_update.N_COUNTERS
-        or not all(is_int(v) and v >= 0 for v in counters)
+        or not all(is_int(v) and 0 <= v <= INT64_MAX for v in counters)
     ):
         raise ScalerArgumentError(
             f"{where}['counters'] must be {_scale_update.N_COUNTERS} ints >= 0, got {counters!r}"

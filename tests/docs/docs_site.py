@@ -21,8 +21,8 @@ class DocsBuild:
     returncode: int
     #: stdout and stderr of sphinx-build, together.
     log: str
-    #: Wall-clock seconds the build took.
-    seconds: float
+    #: CPU seconds (user + system) of sphinx-build and the processes it waited for.
+    cpu_seconds: float
 
     def page(self, docname: str) -> str:
         """The HTML of one page, by document name (``guides/scale-collapse``)."""

@@ -8,7 +8,8 @@ import re
 
 from docs_site import DOCS, DocsBuild
 
-#: The brief's budget for one build; CI runs it twice (tox env ``docs`` and these tests).
+#: The brief's budget for one build; CI runs it twice (tox env ``docs`` and these tests). Counted
+#: in CPU seconds, which other processes on the machine do not inflate as they do wall time.
 MAX_BUILD_SECONDS = 60
 
 
@@ -18,7 +19,7 @@ def test_build_succeeds_without_warnings(docs_build: DocsBuild) -> None:
 
 
 def test_build_is_fast(built_docs: DocsBuild) -> None:
-    assert built_docs.seconds < MAX_BUILD_SECONDS
+    assert built_docs.cpu_seconds < MAX_BUILD_SECONDS
 
 
 def _source_docnames() -> set[str]:

@@ -56,6 +56,11 @@ def test_torch_sharded_grad_scaler_lets_ranks_diverge_with_a_fused_optimizer(
 ) -> None:
     # Documents the torch behaviour issue 4 describes: the fused path is not reduced.
     rank0, rank1 = (result["torch-sharded-fused"] for result in one_rank_overflows)
+    if "torch_bug" in rank0 or "torch_bug" in rank1:  # only the exact failure is recorded so
+        pytest.skip(  # (scaler_dist_workers.TORCH_SHARDED_FUSED_BUG); any other one fails
+            f"torch {torch.__version__}'s ShardedGradScaler with fused Adam fails on CPU: "
+            f"{(rank0.get('torch_bug') or rank1.get('torch_bug')).strip()}"
+        )
     assert rank0["skipped"][workers.POISONED_STEP] is False
     assert rank1["skipped"][workers.POISONED_STEP] is True
     assert rank0["scales"] != rank1["scales"]
@@ -73,10 +78,11 @@ def test_fsdp_fully_shard_with_our_scaler_matches_single_process(tmp_path: Path)
 
     if not hasattr(fsdp, "fully_shard"):
         pytest.skip("this torch has no public fully_shard (FSDP2 is public from torch 2.6)")
+    # Two overflows, each on one rank only (see the worker): every rank skips both.
     for result in spawn(workers.fsdp_matches_single_process, tmp_path):
         assert result["max_diff"] < 1e-6
-        assert result["scales"][0] == result["scales"][1]
-        assert result["skipped"] == 1
+        assert result["scales"][0] == result["scales"][1] == 2.0**14
+        assert result["skipped"] == 2
 
 
 def test_process_group_needs_an_initialised_torch_distributed() -> None:
