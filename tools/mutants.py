@@ -179,8 +179,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "a loaded hysteresis tracker above this scaler's hysteresis is kept",
         "scaler/_validation.py",
-        "HYSTERESIS_KEY: min(int(hysteresis_tracker), hysteresis),",
-        "HYSTERESIS_KEY: int(hysteresis_tracker),",
+        "            hysteresis,\n        ),\n        STATS_KEY:",
+        "            1 << 30,\n        ),\n        STATS_KEY:",
         (f"{REPORTING}::test_a_loaded_hysteresis_tracker_above_this_scalers_hysteresis_is_capped",),
     ),
     Mutation(
@@ -241,8 +241,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "'Found 2 error.'",
         "linter/report.py",
-        """f"Found {count} error{'s' if count != 1 else ''}\"""",
-        'f"Found {count} error"',
+        """f"Found {total} error{'s' if total != 1 else ''}\"""",
+        'f"Found {total} error"',
         (f"{CLI_EDGES}::test_two_findings_are_errors_plural",),
     ),
     Mutation(
@@ -314,8 +314,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "the process pool degrades to serial without a word",
         "linter/_engine.py",
-        "            if not _SAID_SERIAL:\n",
-        "            if False:\n",
+        "        if not _SAID_SERIAL:\n",
+        "        if False:\n",
         ("tests/linter/test_engine.py::test_a_run_without_worker_processes_says_so_once",),
     ),
     Mutation(
@@ -437,8 +437,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "findings reported unsorted",
         "linter/api.py",
-        "diagnostics=tuple(sorted(d for report in reports for d in report.diagnostics)),",
-        "diagnostics=tuple(d for report in reversed(reports) for d in report.diagnostics),",
+        "            sorted(\n                d if d.fix is None",
+        "            list(\n                d if d.fix is None",
         ("tests/linter/test_report.py::test_text_is_one_sorted_line_per_finding",),
     ),
 )
