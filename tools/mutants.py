@@ -437,8 +437,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "findings reported unsorted",
         "linter/api.py",
-        "            sorted(\n                d if d.fix is None",
-        "            list(\n                d if d.fix is None",
+        "            sorted(\n"
+        "                d if d.fix is None or d.code in shown_fix else replace(d, fix=None)\n"
+        "                for report in reports\n",
+        "            list(\n"
+        "                d if d.fix is None or d.code in shown_fix else replace(d, fix=None)\n"
+        "                for report in reversed(reports)\n",
         ("tests/linter/test_report.py::test_text_is_one_sorted_line_per_finding",),
     ),
 )
