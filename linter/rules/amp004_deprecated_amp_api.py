@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ from libcst.metadata import Assignment, ImportAssignment, Scope, ScopeProvider
 from linter._fix import SAFE, UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import module_index
+from linter.rules._module_index import ModuleIndex, module_index
 
 #: Constructors that take the device first in ``torch.amp``: the new call is
 #: ``torch.amp.<name>("<device>", <old positional args as keywords>, ...)``.
@@ -73,6 +74,12 @@ class Use:
     call: cst.Call | None
     #: The decorator it is (bare, ``@custom_fwd``), if any.
     decorator: cst.Decorator | None
+
+    @property
+    def invoked(self) -> bool:
+        """Called or applied as a decorator: what warns. A plain reference does not (dynamo's
+        ``func is torch.cuda.amp.autocast``, an annotation, an ``isinstance`` check)."""
+        return self.call is not None or self.decorator is not None
 
 
 def _head(node: cst.BaseExpression) -> cst.Name:
@@ -230,6 +237,46 @@ def _visible(scopes: Mapping[cst.CSTNode, Scope | None], head: cst.Name) -> list
     if scope is None:
         return []
     return [a for a in scope[head.value] if isinstance(a, Assignment)]
+
+
+#: Text that shows a branch already uses the current API.
+_CURRENT_API = re.compile(r"\btorch\.amp\b|\btorch\.autocast\b")
+
+
+class CompatFallbacks:
+    """Deprecated uses kept on purpose for old torch: the other branch of their ``if``,
+    conditional expression or ``try`` already uses ``torch.amp``, e.g. accelerate's
+    ``if is_torch_version(">=", "2.3"): torch.amp.GradScaler("cuda") else:
+    torch.cuda.amp.GradScaler()`` or timm's ``try: torch.amp.GradScaler(device=device) except
+    (AttributeError, TypeError): torch.cuda.amp.GradScaler()``. Rewriting them would drop the
+    support for torch < 2.3 (no ``torch.amp.GradScaler``) that they exist for."""
+
+    def __init__(self, context: ModuleContext, index: ModuleIndex) -> None:
+        self._context = context
+        self._index = index
+
+    def covers(self, node: cst.CSTNode) -> bool:
+        child = node
+        for parent in self._index.ancestors(node):
+            for other in _alternatives(parent, child):
+                if _CURRENT_API.search(self._context.module.code_for_node(other)):
+                    return True
+            child = parent
+        return False
+
+
+def _alternatives(parent: cst.CSTNode, child: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The branches that run instead of ``child``, a branch of ``parent``."""
+    if isinstance(parent, (cst.If, cst.IfExp)):
+        branches = (parent.body, parent.orelse)
+        if child in branches:
+            return tuple(b for b in branches if b is not child and b is not None)
+    elif isinstance(parent, cst.Try):
+        if child is parent.body:
+            return tuple(parent.handlers)
+        if child in parent.handlers:
+            return (parent.body,)
+    return ()
 
 
 class DeprecatedAmpApi(Rule):
@@ -450,6 +497,7 @@ def make_scaler(config):
         if not imports and not uses:
             return
         scopes = context.resolve(ScopeProvider)
+        fallbacks = CompatFallbacks(context, index)
         applicability = UNSAFE if _DTYPE_OVERRIDE in context.source else SAFE
         # Uses through a deprecated import are reported once, at the import, with one fix for
         # the import and all its uses (half of them rewritten would break the other half).
@@ -457,22 +505,40 @@ def make_scaler(config):
         for use in uses:
             head = _head(use.expression)
             if aliases.aliases.get(head.value) == "torch":
+                if not use.invoked or fallbacks.covers(use.call or use.expression):
+                    continue
                 yield Finding(
                     use.call or use.expression,
                     _message(use.qualified),
                     fix=self._direct_fix(use, applicability),
                 )
                 continue
+            if fallbacks.covers(use.call or use.expression):
+                continue
             visible = _visible(scopes, head)
-            if len(visible) == 1 and visible[0].node in through_import:
-                through_import[visible[0].node].append(use)
-            elif any(
-                isinstance(a, ImportAssignment) and a.node not in through_import for a in visible
+            deprecated = [a.node for a in visible if a.node in through_import]
+            for statement in deprecated:
+                # Several bindings (a try/except fallback): reported, and `_group_fix` offers none.
+                through_import[statement].append(use)
+            if deprecated:
+                continue
+            if (
+                use.invoked
+                and visible
+                and all(
+                    isinstance(a, ImportAssignment)
+                    and a.node not in through_import
+                    and ImportAliases([a.node]).qualify(dotted_name(use.expression) or "")
+                    in DEPRECATED
+                    for a in visible
+                )
             ):
                 # e.g. ``from torch import cuda`` ... ``cuda.amp.autocast()``
                 yield Finding(use.call or use.expression, _message(use.qualified))
         for statement, names in imports.items():
             group = through_import[statement]
+            if fallbacks.covers(statement) or not any(use.invoked for use in group):
+                continue
             fix = (
                 None
                 if _reexported(context, names)
