@@ -491,7 +491,9 @@ def make_scaler(config):
         statements = index.nodes(cst.Import) + index.nodes(cst.ImportFrom)
         aliases = ImportAliases(statements)
         imports = {s: names for s in statements if (names := _deprecated_imports(s))}
-        if not imports and "torch" not in aliases.aliases.values():
+        if not imports and not any(
+            name == "torch" or name.startswith("torch.") for name in aliases.aliases.values()
+        ):
             return
         uses = _uses(context.module, aliases)
         if not imports and not uses:
