@@ -316,3 +316,25 @@ def test_files_without_the_deprecated_namespaces_are_not_parsed() -> None:
     assert not DeprecatedAmpApi.wants("import torch\nscaler = torch.amp.GradScaler('cuda')\n")
     assert DeprecatedAmpApi.wants("from torch.cuda import amp\n")
     assert DeprecatedAmpApi.wants("torch.cpu.amp.autocast()")
+
+
+def test_fixed_example_runs_on_cpu_without_deprecation_warnings(tmp_path) -> None:
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "deprecated_cuda_amp_api.py"
+    result = fix_source(example.read_text(encoding="utf-8"), select=["AMP004"])
+    assert len(result.fixed) == 2
+    script = tmp_path / example.name
+    script.write_text(result.text, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-W", "error::FutureWarning", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("eval loss")
