@@ -293,6 +293,13 @@ class DeprecatedAmpApi(Rule):
     torch.cuda.amp as amp`) is reported once, at the import, with its uses as related lines,
     because the import and every use must change together.
 
+    Not reported: a plain reference that calls nothing (`func is torch.cuda.amp.autocast`, as
+    torch's own dynamo does; an annotation), an import that is never called, and a compatibility
+    fallback for old torch whose other branch already uses the current API — the `else` of
+    `if torch_version >= 2.3: torch.amp.GradScaler("cuda")`, the conditional expression
+    `torch.amp.GradScaler(device=d) if NEW else torch.cuda.amp.GradScaler()`, the `except` of a
+    `try` that calls `torch.amp.GradScaler` (accelerate, Lightning and timm ship exactly these).
+
     ## Why is this bad?
     Since torch 2.4 these names are thin deprecated shims over `torch.amp` and every call emits a
     `FutureWarning` ("`torch.cuda.amp.autocast(args...)` is deprecated. Please use
@@ -324,22 +331,23 @@ class DeprecatedAmpApi(Rule):
         loss = model(x).sum()
     ```
 
-    ## Fix
-    Safe: `torch.amp.GradScaler("cuda", ...)`, `torch.amp.autocast("cuda", ...)` (`"cpu"` for
-    `torch.cpu.amp`), `torch.amp.custom_fwd(device_type="cuda", ...)` and
-    `torch.amp.custom_bwd(device_type="cuda")`; the bare decorator `@custom_fwd` becomes
-    `@custom_fwd(device_type="cuda")`. Positional arguments become keywords, other arguments are
-    kept. An import is pointed at `torch.amp` and keeps the names it binds, so
-    `from torch.cuda.amp import autocast` becomes `from torch.amp import autocast`, and every use
-    of those names is rewritten in the same fix. No fix is offered where the rewrite could change
-    the meaning: a `*args` splat, a name that is also bound elsewhere in the file (a fallback
-    `autocast = nullcontext`), a deprecated name used other than by calling it (`isinstance(s,
-    GradScaler)`), an import that also brings other names from `torch.cuda.amp`. The autocast
-    fix is unsafe in a file that calls `torch.set_autocast_dtype`: the deprecated class always
-    passes fp16 (bf16 on CPU), `torch.amp.autocast` follows that setting.
+    `amp-lint --fix` makes this rewrite (a safe fix): `torch.amp.GradScaler("cuda", ...)`,
+    `torch.amp.autocast("cuda", ...)` (`"cpu"` for `torch.cpu.amp`),
+    `torch.amp.custom_fwd(device_type="cuda", ...)` and `torch.amp.custom_bwd(device_type="cuda")`;
+    the bare decorator `@custom_fwd` becomes `@custom_fwd(device_type="cuda")`. Positional
+    arguments become keywords, other arguments are kept. An import is pointed at `torch.amp` and
+    keeps the names it binds, so `from torch.cuda.amp import autocast` becomes
+    `from torch.amp import autocast`, and every use of those names is rewritten in the same fix.
+    No fix is offered where the rewrite could change the meaning: a `*args` splat, a name also
+    bound elsewhere in the file (a fallback `autocast = None`), a deprecated name used other than
+    by calling it (`isinstance(s, GradScaler)`), an import that also brings other names from
+    `torch.cuda.amp`, a name other modules may import from this one (a package `__init__.py`, a
+    name listed in `__all__`). The autocast fix is unsafe in a file that calls
+    `torch.set_autocast_dtype`: the deprecated class always passes fp16 (bf16 on CPU), while
+    `torch.amp.autocast` follows that setting.
 
     ## Options
-    None.
+    None: the replacement is what torch's own deprecation message asks for.
 
     ## Suppression
     Add `# noqa: AMP004` to the reported line (e.g. code that must still run on torch < 2.3,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from rule_runner import run_rule
@@ -320,10 +323,6 @@ def test_files_without_the_deprecated_namespaces_are_not_parsed() -> None:
 
 def test_fixed_example_runs_on_cpu_without_deprecation_warnings(tmp_path) -> None:
     pytest.importorskip("torch")
-    import subprocess
-    import sys
-    from pathlib import Path
-
     example = Path(__file__).resolve().parents[3] / "examples" / "deprecated_cuda_amp_api.py"
     result = fix_source(example.read_text(encoding="utf-8"), select=["AMP004"])
     assert len(result.fixed) == 2
