@@ -546,12 +546,13 @@ def make_scaler(config):
                 # e.g. ``from torch import cuda`` ... ``cuda.amp.autocast()``
                 yield Finding(use.call or use.expression, _message(use.qualified))
         for statement, names in imports.items():
+            assert isinstance(statement, (cst.Import, cst.ImportFrom))
             group = through_import[statement]
             if fallbacks.covers(statement) or not any(use.invoked for use in group):
                 continue
             fix = (
                 None
-                if _reexported(context, names)
+                if _reexported(context, statement)
                 else self._group_fix(statement, group, scopes, applicability)
             )
             related = tuple((use.call or use.expression, "used here") for use in group)
@@ -624,13 +625,18 @@ def _deprecated_imports(statement: cst.Import | cst.ImportFrom) -> tuple[str, ..
     return tuple(name for name in qualified if name in DEPRECATED or name in _MODULES)
 
 
-def _reexported(context: ModuleContext, names: tuple[str, ...]) -> bool:
-    """Whether other modules may import these names from this one (a package ``__init__``, or
-    the name quoted, as in ``__all__``): they would get the new signature unawares."""
+def _reexported(context: ModuleContext, statement: cst.Import | cst.ImportFrom) -> bool:
+    """Whether other modules may import the names it binds from this one (a package
+    ``__init__``, or a bound name quoted, as in ``__all__``): they would get the new signature
+    unawares."""
     if context.path.endswith("__init__.py"):
         return True
+    names = statement.names
+    assert not isinstance(names, cst.ImportStar)
     return any(
-        f"{quote}{last_part(name)}{quote}" in context.source for name in names for quote in "\"'"
+        f"{quote}{_local_name(alias)}{quote}" in context.source
+        for alias in names
+        for quote in "\"'"
     )
 
 

@@ -264,6 +264,12 @@ def test_no_fix_where_the_meaning_could_change(source: str) -> None:
     assert diagnostic.fix is None
 
 
+def test_no_fix_in_a_package_init_whose_names_other_modules_import() -> None:
+    source = "from torch.cuda.amp import autocast\nwith autocast():\n    pass\n"
+    (diagnostic,) = lint_source(source, "pkg/__init__.py", select=["AMP004"])
+    assert diagnostic.fix is None
+
+
 def test_autocast_fix_is_unsafe_where_the_default_dtype_is_changed() -> None:
     source = (
         "import torch\ntorch.set_autocast_dtype('cuda', torch.bfloat16)\n"
