@@ -27,7 +27,7 @@ def finetune(dataset, epochs: int = 1, lr: float = 1e-4) -> None:
     model = AutoModelForSeq2SeqLM.from_pretrained(MODEL_NAME, torch_dtype=torch.bfloat16)
     model.to("cuda")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    scaler = torch.cuda.amp.GradScaler()
+    scaler = torch.amp.GradScaler("cuda")
     loader = DataLoader(dataset, batch_size=8, collate_fn=lambda b: collate(tokenizer, b))
 
     model.train()

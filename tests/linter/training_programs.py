@@ -21,6 +21,14 @@ IMPORTS = (
     "from accelerate import Accelerator",
     "import lightning as L",
 )
+#: Imports of the deprecated AMP namespaces (one is always drawn, so AMP004 parses the program).
+DEPRECATED_AMP_IMPORTS = (
+    "from torch.cuda.amp import GradScaler as CudaScaler, autocast",
+    "import torch.cuda.amp as cuda_amp",
+    "from torch.cuda import amp",
+    "from torch.cpu.amp import autocast as cpu_autocast",
+    "from torch.cuda.amp import custom_fwd, custom_bwd",
+)
 MODELS = (
     'model = AutoModelForCausalLM.from_pretrained("google/gemma-2-2b", torch_dtype=torch.bfloat16)',
     'model = AutoModelForCausalLM.from_pretrained("t5-base", dtype="bfloat16")',
@@ -63,6 +71,10 @@ STEP = (
     "value = accelerator.scaler.get_scale()",
     "model = model.half()",
     "step += 1",
+    "ctx = torch.cuda.amp.autocast(enabled=args.fp16)",
+    "ctx = cuda_amp.autocast(False, torch.bfloat16)",
+    "ctx = cpu_autocast()",
+    "step_fn = custom_fwd(step_fn, cast_inputs=torch.float32)",
     "pass",
 )
 #: Statements that end a block early (only valid in some places; see `block`).
@@ -144,10 +156,12 @@ SCALE_READS = tuple(
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 switch, a backward and a read of the scale (somewhere
-    among the rest), so that the real rules parse and analyse it.
+    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale and an import
+    of a deprecated AMP namespace (somewhere among the rest), so that the real rules parse and
+    analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
+    lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
     lines += draw(
         st.permutations(
             [

@@ -10,6 +10,8 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 #: What `amp-lint examples/` must report, as the examples' docstrings describe.
 EXPECTED_EXAMPLE_FINDINGS = {
+    ("deprecated_cuda_amp_api.py", 16, "AMP004"),
+    ("deprecated_cuda_amp_api.py", 42, "AMP004"),
     ("finetune_bf16_checkpoint_in_fp16.py", 30, "AMP002"),
     ("fp16_get_scale_every_step.py", 35, "AMP001"),
     ("fp16_get_scale_every_step.py", 39, "AMP001"),
