@@ -43,11 +43,22 @@ def run_once(source_tree: Path, corpus: Path, jobs: int, cwd: str) -> tuple[floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", required=True, type=Path, help="source tree to compare")
-    parser.add_argument("--corpus", required=True, type=Path, help="folder of .py files")
+    parser.add_argument("--baseline", type=Path, help="source tree to compare")
+    parser.add_argument("--corpus", type=Path, help="folder of .py files")
     parser.add_argument("--jobs", type=int, default=1, help="workers, both (default 1)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default 3)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="CI check of this script: this checkout against itself on examples/, one run each",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.baseline = args.baseline or OURS
+        args.corpus = args.corpus or OURS / "examples"
+        args.repeat = 1
+    if args.baseline is None or args.corpus is None:
+        parser.error("--baseline and --corpus are required (or --smoke)")
     if not (args.baseline / "linter" / "__init__.py").exists():
         raise SystemExit(f"lint_versions: {args.baseline} has no linter/ package")
     # An empty folder as cwd, so that no pyproject.toml on the way up changes the settings.
