@@ -350,7 +350,6 @@ class Bf16Origins:
         #: The previous pass's final bindings, read when following arguments to parameters.
         self._settled: dict | None = None
         self._resolving: set[cst.FunctionDef] = set()
-        self._calls_by_name: dict[str, list[cst.Call]] | None = None
         self._functions: dict[str, list[cst.FunctionDef]] | None = None
         self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None
         # Two passes: a function defined above its caller sees the caller's models on the second.
@@ -621,23 +620,16 @@ class Bf16Origins:
     def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
         """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class;
         ``C(...)`` of class ``C``'s ``__init__``."""
-        if self._calls_by_name is None:
-            self._calls_by_name = {}
-            for call in self._index.nodes(cst.Call):
-                func = call.func  # type: ignore[attr-defined]
-                if isinstance(func, cst.Name):
-                    self._calls_by_name.setdefault(func.value, []).append(call)  # type: ignore[arg-type]
-                elif isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
-                    self._calls_by_name.setdefault("." + func.attr.value, []).append(call)  # type: ignore[arg-type]
         cls = self._index.enclosing_class(function.body)
         if cls is None:
-            return self._calls_by_name.get(function.name.value, [])
+            return self._index.calls_named(function.name.value)
         if function.name.value == "__init__":
-            return self._calls_by_name.get(cls.name.value, [])
+            return self._index.calls_named(cls.name.value)
         return [
             call
-            for call in self._calls_by_name.get("." + function.name.value, [])
-            if self._index.enclosing_class(call) is cls
+            for call in self._index.calls_named("." + function.name.value)
+            if dotted_name(call.func.value) == "self"  # type: ignore[attr-defined]
+            and self._index.enclosing_class(call) is cls
         ]
 
     def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:

@@ -46,6 +46,7 @@ class ModuleIndex(cst.CSTVisitor):
         #: collected node -> its rank in source (pre-)order.
         self.order: dict[cst.CSTNode, int] = {}
         self._stack: list[cst.CSTNode] = []
+        self._call_sites: dict[str, list[cst.Call]] | None = None
         module.visit(self)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -64,6 +65,20 @@ class ModuleIndex(cst.CSTVisitor):
     def nodes(self, kind: type[_Node]) -> list[_Node]:
         """The collected nodes of type ``kind``, in source order (typed as ``kind``)."""
         return cast("list[_Node]", self.by_type[kind])
+
+    def calls_named(self, name: str) -> list[cst.Call]:
+        """Calls by the name they use: ``"f"`` for ``f(...)``, ``".m"`` for ``anything.m(...)``
+        (the rules that follow calls filter receivers themselves), in source order."""
+        if self._call_sites is None:
+            sites: dict[str, list[cst.Call]] = {}
+            for call in self.nodes(cst.Call):
+                callee = call.func
+                if isinstance(callee, cst.Name):
+                    sites.setdefault(callee.value, []).append(call)
+                elif isinstance(callee, cst.Attribute):
+                    sites.setdefault("." + callee.attr.value, []).append(call)
+            self._call_sites = sites
+        return self._call_sites.get(name, [])
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Parents of ``node``, innermost first, up to the module."""

@@ -420,7 +420,6 @@ class PerStepAnalysis:
         self._updates: list[cst.CSTNode] | None = None
         self._points: list[cst.CSTNode] | None = None
         self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
-        self._call_sites: dict[str, list[cst.Call]] | None = None
         self._instances: dict[str, cst.ClassDef | str] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
         #: block -> (statement -> its rank, rank of the first exit guard or None).
@@ -593,22 +592,13 @@ class PerStepAnalysis:
         return related
 
     def _calls_to(self, function: cst.FunctionDef) -> list[cst.Call]:
-        if self._call_sites is None:
-            sites: dict[str, list[cst.Call]] = {}
-            for call in self._index.nodes(cst.Call):
-                callee = call.func  # type: ignore[attr-defined]
-                if isinstance(callee, cst.Name):
-                    sites.setdefault(callee.value, []).append(call)
-                elif isinstance(callee, cst.Attribute):
-                    sites.setdefault("." + callee.attr.value, []).append(call)
-            self._call_sites = sites
         name = function.name.value
         cls = self._index.enclosing_class(function.body)
         if cls is None:
-            return self._call_sites.get(name, [])
+            return self._index.calls_named(name)
         calls = []
         family = self._family(cls)
-        for call in self._call_sites.get("." + name, []):
+        for call in self._index.calls_named("." + name):
             receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
             if receiver in ("self", "cls"):
                 if self._index.enclosing_class(call) in family:
