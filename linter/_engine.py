@@ -371,11 +371,11 @@ def run_jobs(
         done: Iterable[FileReport] = [run_job(job) for _, job, _ in heavy]
     else:
         done = _in_workers([job for _, job, _ in heavy], count)
-    for (index, _, key), report in zip(heavy, done, strict=True):
+    for (index, heavy_job, key), report in zip(heavy, done, strict=True):
         reports[index] = report
         # A fix run's report describes a file that was (or failed to be) rewritten: not a
         # result for the bytes that were read.
-        fixing = job.fix is not None and (report.change or report.notes or report.errors)
+        fixing = heavy_job.fix is not None and (report.change or report.notes or report.errors)
         if cache is not None and key is not None and not fixing:
             cache.store(key, report)
     return [report for report in reports if report is not None]
