@@ -117,6 +117,9 @@ class CheckpointReport:
     max_abs: float | None = None
     #: Tensors holding at least one weight above fp16's max, in file order; empty unless counted.
     tensors_above_fp16_max: tuple[str, ...] = ()
+    #: The names ``config.json`` gives the model (``_name_or_path``, ``model_type``), for
+    #: recognising its family; empty without a config.
+    config_names: tuple[str, ...] = ()
 
     @property
     def bf16_checkpoint(self) -> bool:
@@ -161,13 +164,23 @@ def _dtype_name(code: str) -> str:
     return _DTYPE_NAMES.get(code, code.lower())
 
 
-def _config_dtype(config: Path) -> str | None:
+#: ``config.json`` keys that name the model or its architecture.
+_CONFIG_NAME_KEYS = ("_name_or_path", "model_type")
+
+
+def _read_config(config: Path) -> tuple[str | None, tuple[str, ...]]:
+    """The declared dtype and the model's names, from one read of ``config.json``."""
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{config}: not a readable JSON file ({exc})") from exc
     if not isinstance(data, dict):
         raise CheckpointError(f"{config}: expected a JSON object, got {type(data).__name__}")
+    names = tuple(data[key] for key in _CONFIG_NAME_KEYS if isinstance(data.get(key), str))
+    return _config_dtype(config, data), names
+
+
+def _config_dtype(config: Path, data: dict) -> str | None:
     # transformers >= 4.56 writes "dtype"; older versions "torch_dtype". Multimodal configs may
     # declare it only on their text model.
     for source in (data, data.get("text_config")):
@@ -311,11 +324,11 @@ def inspect_checkpoint(path: str | Path, *, count_out_of_range: bool = False) ->
             f"inspect_checkpoint: path must be a str or Path, got {type(path).__name__}"
         )
     root = Path(path)
-    config_dtype = None
+    config_dtype, config_names = None, ()
     if root.is_dir():
         config = root / "config.json"
         if config.is_file():
-            config_dtype = _config_dtype(config)
+            config_dtype, config_names = _read_config(config)
         plan, skipped = _plan_folder(root)
         if not plan and not skipped:
             raise CheckpointError(
@@ -345,6 +358,7 @@ def inspect_checkpoint(path: str | Path, *, count_out_of_range: bool = False) ->
     return CheckpointReport(
         path=root,
         config_dtype=config_dtype,
+        config_names=config_names,
         stored_dtypes=stored,
         files=tuple(plan),
         skipped=tuple(skipped),

@@ -7,14 +7,11 @@ Three kinds of evidence, each enough on its own to say no: the checkpoint is bf1
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from linter.rules._bf16_families import Bf16Family, bf16_family
 from scaler._checkpoint_inspect import _DTYPE_NAMES, _FLOATING, CheckpointReport
 
-#: ``config.json`` keys that name the checkpoint or its architecture, searched for a family.
-_NAME_KEYS = ("_name_or_path", "model_type")
 #: Floating-point dtypes as the report spells them.
 _FLOATING_DTYPES = frozenset(_DTYPE_NAMES[code] for code in _FLOATING)
 
@@ -37,13 +34,7 @@ class Fp16Verdict:
 
 def _names(report: CheckpointReport) -> list[str]:
     """Where a family name can show: the path as given and absolute, and the config's names."""
-    names = [str(report.path), str(report.path.resolve())]
-    config = report.path / "config.json"
-    if report.path.is_dir() and config.is_file():
-        # inspect_checkpoint already read it as a JSON object.
-        data = json.loads(config.read_text(encoding="utf-8"))
-        names += [data[key] for key in _NAME_KEYS if isinstance(data.get(key), str)]
-    return names
+    return [str(report.path), str(report.path.resolve()), *report.config_names]
 
 
 def fp16_verdict(report: CheckpointReport) -> Fp16Verdict:
