@@ -86,6 +86,7 @@ html_theme = "furo"
 html_title = f"ampscale {release}"
 html_static_path = ["_static"]
 html_css_files = ["ampscale.css"]
+html_favicon = "_static/favicon.svg"
 html_theme_options = {"navigation_with_keys": True}
 
 # Copy buttons copy the command or code only: the "$ " of a console session, ">>> " and "... "
