@@ -90,8 +90,10 @@ html_favicon = "_static/favicon.svg"
 html_theme_options = {"navigation_with_keys": True}
 
 # Copy buttons copy the command or code only: the "$ " of a console session, ">>> " and "... "
-# of a Python session are left out, and so are the lines they print.
+# of a Python session are left out, and so are the lines they print. Prompts are recognised by
+# this pattern at the start of a line, not by Pygments' prompt class: its console lexer also
+# takes an indented "# comment" printed by a command (a diff of Python code) for a root prompt.
 copybutton_prompt_text = r"\$ |>>> |\.\.\. "
 copybutton_prompt_is_regexp = True
 copybutton_only_copy_prompt_lines = True
-copybutton_exclude = ".linenos, .gp, .go"
+copybutton_exclude = ".linenos, .go"

@@ -13,7 +13,9 @@ does not work reliably from ``file://``), drives Debian's ``chromium`` through i
   GradScaler API page and on the collapse guide;
 * ``code-width``: no code block on the collapse guide and the quickstart needs horizontal
   scrolling in a 1280-px-wide window;
-* ``dark-mode``: the theme toggle switches to a dark page and back.
+* ``dark-mode``: the theme toggle switches to a dark page and back;
+* ``copy``: a console block's copy button copies the commands only, without the ``$`` prompts
+  and without what the commands printed.
 
 It saves screenshots of the landing page, the collapse guide (light and dark) and a rule page.
 
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.remote.webelement import WebElement
 
 #: Where Debian's packages put the browser and its driver (``apt-get install chromium
 #: chromium-driver``); a downloaded browser build is never used.
@@ -70,6 +73,8 @@ WARNING_PAGES = ("reference/api", "guides/scale-collapse")
 WARNING_TITLE = "may fall below 1"
 #: Pages whose code blocks must fit the window (the most code-heavy reading pages).
 CODE_WIDTH_PAGES = ("guides/scale-collapse", "quickstart")
+#: Pages whose console blocks' copy buttons are tried.
+COPY_PAGES = ("quickstart", "guides/fixing")
 #: Screenshot file name (without ``.png``) -> (page, colour scheme).
 SCREENSHOTS = {
     "landing": ("index", "light"),
@@ -290,6 +295,56 @@ return [document.body.dataset.theme, (rgb[0] * 299 + rgb[1] * 587 + rgb[2] * 114
 """
 
 
+# Records what reaches the clipboard: the copy button's library (ClipboardJS) copies through a
+# hidden textarea, whose value the copy event carries.
+_RECORD_COPIES = """
+window.ampscaleCopied = null;
+document.addEventListener('copy', e => { window.ampscaleCopied =
+    e.target && e.target.value !== undefined ? e.target.value : String(window.getSelection()); },
+    true);
+"""
+
+
+def _copied_by_button(driver: WebDriver, block: WebElement) -> str | None:
+    """Hover a code block and click its copy button as a reader does; what was copied."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", block)
+    button = block.find_element(By.XPATH, "following-sibling::button[contains(@class,'copybtn')]")
+    driver.execute_script("window.ampscaleCopied = null;")
+    ActionChains(driver).move_to_element(block).pause(0.3).click(button).perform()
+    return _wait(lambda: driver.execute_script("return window.ampscaleCopied;"), timeout=3)
+
+
+def _commands(console_text: str) -> list[str]:
+    """The commands of a console transcript: its ``$`` lines, without the prompt."""
+    return [line[2:] for line in console_text.splitlines() if line.startswith("$ ")]
+
+
+def check_copy(driver: WebDriver, base: str) -> list[Problem]:
+    """A console block's copy button copies its commands: no prompt, none of the output."""
+    from selenium.webdriver.common.by import By
+
+    problems = []
+    for page in COPY_PAGES:
+        _open(driver, base, page)
+        # The buttons are added once ClipboardJS has loaded.
+        if not _wait(lambda: driver.execute_script("return document.querySelector('.copybtn')")):
+            problems.append(Problem("copy", page, "no copy buttons on the page"))
+            continue
+        driver.execute_script(_RECORD_COPIES)
+        for block in driver.find_elements(By.CSS_SELECTOR, "div.highlight-console pre"):
+            shown = block.get_attribute("innerText")
+            first = shown.splitlines()[0]
+            copied = _copied_by_button(driver, block)
+            if copied is None:
+                problems.append(Problem("copy", page, f"copying {first!r} copied nothing"))
+            elif [line for line in copied.splitlines() if line.strip()] != _commands(shown):
+                problems.append(Problem("copy", page, f"copying {first!r} gave {copied[:120]!r}"))
+    return problems
+
+
 def _theme_changed(driver: WebDriver, before: str) -> bool:
     return driver.execute_script(_THEME)[0] != before
 
@@ -350,6 +405,7 @@ CHECKS: dict[str, Callable[..., list[Problem]]] = {
     "warnings": check_warnings,
     "code-width": check_code_width,
     "dark-mode": check_dark_mode,
+    "copy": check_copy,
 }
 
 

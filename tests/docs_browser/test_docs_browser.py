@@ -111,3 +111,14 @@ def test_a_theme_without_its_script_fails_the_dark_mode_check(site_copy: Path) -
     script.write_text("", encoding="utf-8")
     problems = _problems(site_copy, "dark-mode")
     assert [(p.check, p.page) for p in problems] == [("dark-mode", "index")]
+
+
+def test_a_copy_button_that_copies_output_fails_the_copy_check(site_copy: Path) -> None:
+    # As if the docs were built without excluding Pygments' output class from copies.
+    script = site_copy / "_static" / "copybutton.js"
+    text = script.read_text(encoding="utf-8")
+    assert "'.linenos, .go'" in text
+    script.write_text(text.replace("'.linenos, .go'", "'.linenos'"), encoding="utf-8")
+    problems = _problems(site_copy, "copy")
+    assert {p.page for p in problems} == set(docs_browser.COPY_PAGES)
+    assert all(p.check == "copy" and "gave" in p.detail for p in problems)
