@@ -114,11 +114,17 @@ def test_a_theme_without_its_script_fails_the_dark_mode_check(site_copy: Path) -
 
 
 def test_a_copy_button_that_copies_output_fails_the_copy_check(site_copy: Path) -> None:
-    # As if the docs were built without excluding Pygments' output class from copies.
+    # As if the docs were built with copybutton_only_copy_prompt_lines = False and without
+    # excluding Pygments' output class: the printed lines would be copied with the commands.
     script = site_copy / "_static" / "copybutton.js"
     text = script.read_text(encoding="utf-8")
+    # formatCopyText(text, prompts, isRegexp, onlyCopyPromptLines, removePrompts, ...)
+    only_prompt_lines = "true, true, true, true, '', '')"
+    every_line = "true, false, true, true, '', '')"
     assert "'.linenos, .go'" in text
-    script.write_text(text.replace("'.linenos, .go'", "'.linenos'"), encoding="utf-8")
+    assert only_prompt_lines in text
+    text = text.replace("'.linenos, .go'", "'.linenos'").replace(only_prompt_lines, every_line)
+    script.write_text(text, encoding="utf-8")
     problems = _problems(site_copy, "copy")
     assert {p.page for p in problems} == set(docs_browser.COPY_PAGES)
     assert all(p.check == "copy" and "gave" in p.detail for p in problems)
