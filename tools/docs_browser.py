@@ -28,6 +28,7 @@ check, the page and what was wrong), 2 when the site or the browser is missing.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import functools
 import http.server
@@ -82,6 +83,8 @@ SCREENSHOTS = {
     "scale-collapse-dark": ("guides/scale-collapse", "dark"),
     "rule-amp001": ("reference/rules/amp001", "light"),
 }
+#: Screenshots taken of the whole page, not just the window (the guide's figure and code).
+FULL_PAGE = frozenset({"scale-collapse"})
 #: Seconds to wait for a page's scripts (search, theme) before calling it broken.
 SCRIPT_TIMEOUT = 20.0
 
@@ -394,8 +397,22 @@ def save_screenshots(driver: WebDriver, base: str, folder: Path) -> list[Problem
         _open(driver, base, page)
         if _set_scheme(driver, scheme) is None:
             problems.append(Problem("screenshots", page, f"could not switch to {scheme} mode"))
-        driver.save_screenshot(str(folder / f"{name}.png"))
+        target = folder / f"{name}.png"
+        if name in FULL_PAGE:
+            target.write_bytes(_full_page_png(driver))
+        else:
+            driver.save_screenshot(str(target))
     return problems
+
+
+def _full_page_png(driver: WebDriver) -> bytes:
+    """The whole page at the window's width, through the DevTools protocol (Chromium only)."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": WINDOW[0], "height": size["height"], "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    return base64.b64decode(shot["data"])
 
 
 #: Every check, by the name ``--check`` takes, in the order they run.
