@@ -435,12 +435,19 @@ def site_pages(site: Path) -> list[str]:
     )
 
 
-def run(site: Path, checks: Sequence[str], screenshots: Path | None) -> list[Problem]:
-    """Run the named checks against the built site; the problems found, in check order."""
+def run(
+    site: Path,
+    checks: Sequence[str],
+    screenshots: Path | None,
+    pages: Sequence[str] | None = None,
+) -> list[Problem]:
+    """Run the named checks against the built site; the problems found, in check order.
+
+    ``pages`` limits the ``pages`` check to those documents (default: every page)."""
     problems: list[Problem] = []
     with serve(site) as base, chromium() as driver:
         for name in checks:
-            extra = (site_pages(site),) if name == "pages" else ()
+            extra = ((site_pages(site) if pages is None else pages),) if name == "pages" else ()
             problems += CHECKS[name](driver, base, *extra)
         if screenshots is not None:
             problems += save_screenshots(driver, base, screenshots)
