@@ -7,6 +7,7 @@ from the local extensions in ``_ext/`` so they cannot drift from the code.
 
 import os
 import sys
+from importlib.metadata import version as _metadata_version
 from pathlib import Path
 
 # Figures are rendered at build time on machines without a display.
@@ -16,11 +17,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
 project = "ampscale"
+# The installed distribution's version, so the title says which release a reader is looking at
+# (and a version switcher has something to switch between).
+release = version = _metadata_version("ampscale")
 author = "the ampscale developers"
 copyright = "the ampscale developers"
 
 extensions = [
     "myst_parser",
+    "sphinx_copybutton",
+    "sphinx_design",
     "sphinx.ext.autodoc",
     "google_args",
     "matplotlib.sphinxext.plot_directive",
@@ -28,7 +34,12 @@ extensions = [
     "cli_reference",
     "lint_output",
     "rule_pages",
+    "page_coverage",
 ]
+
+# The commands whose every argument must appear on a page (page_coverage fails the build if one
+# does not): ``module:function`` returning the command's argparse parser, subcommands followed.
+ampscale_commands = ["linter.cli:build_parser", "scaler.cli:build_parser"]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 # _snippets holds text included into several pages; it is not a page of its own.
@@ -69,10 +80,20 @@ plot_html_show_source_link = False
 plot_include_source = False
 plot_rcparams = {"figure.figsize": (7.5, 3.6), "font.size": 9}
 
-html_theme = "alabaster"
-html_title = "ampscale"
-html_theme_options = {
-    "description": "fp16 mixed precision without NaN surprises",
-    "fixed_sidebar": False,
-}
-html_sidebars = {"**": ["about.html", "navigation.html", "searchbox.html"]}
+# Furo: light and dark schemes (following the reader's system, with a toggle), a responsive
+# layout and a search box in the sidebar. Its assets ship in the wheel: nothing is fetched.
+html_theme = "furo"
+html_title = f"ampscale {release}"
+html_static_path = ["_static"]
+html_css_files = ["ampscale.css"]
+html_favicon = "_static/favicon.svg"
+html_theme_options = {"navigation_with_keys": True}
+
+# Copy buttons copy the command or code only: the "$ " of a console session, ">>> " and "... "
+# of a Python session are left out, and so are the lines they print. Prompts are recognised by
+# this pattern at the start of a line, not by Pygments' prompt class: its console lexer also
+# takes an indented "# comment" printed by a command (a diff of Python code) for a root prompt.
+copybutton_prompt_text = r"\$ |>>> |\.\.\. "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
+copybutton_exclude = ".linenos, .go"

@@ -15,7 +15,12 @@ from typing import Any, ClassVar
 import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
-from linter._fix import NodeFix
+from linter._fix import SAFE, UNSAFE, NodeFix
+
+#: The rule offers no fix.
+NO_FIX = "none"
+#: What a rule's `Rule.fix_availability` may say: the most its findings' fixes can be.
+FIX_AVAILABILITIES = (SAFE, UNSAFE, NO_FIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +93,8 @@ class Rule(abc.ABC):
     """Base class of every rule. The class docstring is the rule's documentation page.
 
     The docstring has ruff's sections, each a Markdown heading: ``## What it does``,
-    ``## Why is this bad?``, ``## Example``, ``## Use instead`` (and optionally ``## Options``).
+    ``## Why is this bad?``, ``## Example``, ``## Use instead`` (and optionally ``## Options``,
+    ``## Fix safety`` and ``## References``, a list of links to the public evidence).
     """
 
     #: Stable code, e.g. ``AMP001``.
@@ -107,6 +113,11 @@ class Rule(abc.ABC):
     invalid: ClassVar[tuple[Example, ...]]
     #: Settings read from ``[tool.amp-lint.<name>]``.
     options: ClassVar[tuple[RuleOption, ...]] = ()
+    #: Whether findings come with a fix, as the rules index and the rule's page show it:
+    #: ``"safe"`` (``--fix`` applies it), ``"unsafe"`` (only with ``--unsafe-fixes``) or
+    #: ``"none"``. One of `FIX_AVAILABILITIES`; a rule whose fixes are safe except in rare cases
+    #: says ``"safe"``. An invalid example must show the fix (the docs render it before/after).
+    fix_availability: ClassVar[str] = NO_FIX
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         values = {option.name: option.default for option in self.options}

@@ -2,13 +2,16 @@
 
 Usage: an argument ``package.module:function`` naming a function that returns an
 ``argparse.ArgumentParser``. Every option, its help, choices and default come from that parser,
-so the page cannot drift from the command.
+so the page cannot drift from the command. Each rendered option is recorded in the build
+environment (`RENDERED`), so ``page_coverage`` can fail the build when a command's option is
+documented nowhere.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Iterator
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -25,6 +28,37 @@ def load_parser(target: str) -> argparse.ArgumentParser:
     if not isinstance(parser, argparse.ArgumentParser):
         raise TypeError(f"argparse-reference: {target} returned {type(parser).__name__}")
     return parser
+
+
+#: Attribute of the build environment: docname -> {(command, argument)} rendered on that page.
+RENDERED = "ampscale_cli_rendered"
+
+
+def _documented(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [action for action in parser._actions if action.help is not argparse.SUPPRESS]
+
+
+def argument_names(action: argparse.Action) -> tuple[str, ...]:
+    """How an argument is spelt on the command line: its flags, or a positional's metavar."""
+    if action.option_strings:
+        return tuple(action.option_strings)
+    return (action.metavar if isinstance(action.metavar, str) else action.dest,)
+
+
+def command_arguments(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str]]:
+    """(command, argument) for every argument of a command and its subcommands, recursively.
+
+    A parser with subcommands (``python -m scaler COMMAND``) contributes only its subcommands'
+    arguments: the reference documents each subcommand, not the dispatcher."""
+    actions = _documented(parser)
+    commands = [a for a in actions if isinstance(a, argparse._SubParsersAction)]
+    if commands:
+        for subparser in dict.fromkeys(p for action in commands for p in action.choices.values()):
+            yield from command_arguments(subparser)
+        return
+    for action in actions:
+        for name in argument_names(action):
+            yield parser.prog, name
 
 
 def _help_text(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
@@ -82,6 +116,9 @@ class ArgparseReference(SphinxDirective):
         ]
         if parser.description:
             output.append(nodes.paragraph(text=parser.description))
+        rendered = getattr(self.env, RENDERED, {})
+        setattr(self.env, RENDERED, rendered)
+        rendered.setdefault(self.env.docname, set()).update(command_arguments(parser))
         for group in parser._action_groups:  # argparse has no public way to list its groups.
             actions = [a for a in group._group_actions if a.help is not argparse.SUPPRESS]
             if not actions:
@@ -100,6 +137,20 @@ class ArgparseReference(SphinxDirective):
         return output
 
 
+def _purge(app: Sphinx, env: object, docname: str) -> None:
+    getattr(env, RENDERED, {}).pop(docname, None)
+
+
+def _merge(app: Sphinx, env: object, docnames: set[str], other: object) -> None:
+    rendered = getattr(env, RENDERED, {})
+    setattr(env, RENDERED, rendered)
+    for docname, arguments in getattr(other, RENDERED, {}).items():
+        if docname in docnames:
+            rendered.setdefault(docname, set()).update(arguments)
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("argparse-reference", ArgparseReference)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

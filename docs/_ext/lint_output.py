@@ -48,7 +48,8 @@ class LintOutput(SphinxDirective):
         arguments = shlex.split(self.arguments[0])
         status, output = run_amp_lint(arguments)
         text = f"$ amp-lint {shlex.join(arguments)}\n{output.rstrip()}\n$ echo $?\n{status}"
-        return [nodes.literal_block(text=text, language="console")]
+        # A terminal wraps amp-lint's long lines; the page does too (the "lint-output" class).
+        return [nodes.literal_block(text=text, language="console", classes=["lint-output"])]
 
 
 def setup(app: Sphinx) -> dict[str, object]:

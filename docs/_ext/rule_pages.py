@@ -1,23 +1,32 @@
 """Write one Markdown page per registered lint rule, and a rules index, before Sphinx reads.
 
 Everything on a rule page comes from the rule class: its code, name and summary, the ruff-style
-sections of its docstring, its ``invalid``/``valid`` examples (the same snippets its tests run) and
-its ``options``. The pages are generated into ``reference/rules/`` (git-ignored) on every build, so
-adding a rule to ``linter.rules.ALL_RULES`` is all it takes to document it.
+sections of its docstring, its ``invalid``/``valid`` examples (the same snippets its tests run), its
+``options`` and its ``fix_availability``; the fix shown before/after is the linter's own fix of the
+first invalid example that has one, applied at build time. Whether a rule is on by default is
+asked of the selection code with the default settings. The pages are generated into
+``reference/rules/`` (git-ignored) on every build, so adding a rule to ``linter.rules.ALL_RULES``
+is all it takes to document it, in the index too.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from linter._rule import Example, Rule, RuleOption
+from linter._fix import SAFE, UNSAFE
+from linter._rule import FIX_AVAILABILITIES, NO_FIX, Example, Rule, RuleOption
+from linter._selection import enabled_rules
+from linter.api import fix_source
+from linter.config import Settings
 from linter.rules import ALL_RULES
 
 logger = logging.getLogger(__name__)
@@ -26,6 +35,9 @@ logger = logging.getLogger(__name__)
 RULES_DIR = Path("reference", "rules")
 #: Docstring sections every rule must have, in page order (ruff's headings).
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead")
+#: How the index and the pages name each fix availability, and the command that applies it.
+FIX_LABELS = {SAFE: "safe", UNSAFE: "unsafe", NO_FIX: "none"}
+FIX_COMMANDS = {SAFE: "amp-lint --fix", UNSAFE: "amp-lint --fix --unsafe-fixes"}
 #: Snippets (relative to the docs source) shown as an admonition at the top of a rule's page.
 RULE_SNIPPETS: dict[str, tuple[str, ...]] = {"AMP002": ("_snippets/scale_below_one.md",)}
 
@@ -103,6 +115,100 @@ See {{doc}}`../configuration` for every setting.
 """
 
 
+def on_by_default(rule: type[Rule]) -> bool:
+    """Whether a run with no configuration runs ``rule``, as the selection code decides."""
+    defaults = Settings()
+    return bool(enabled_rules((rule,), defaults.select, defaults.ignore, defaults.extend_select))
+
+
+@dataclass(frozen=True, slots=True)
+class FixShowcase:
+    """An invalid example of a rule and the same code after the rule's fix."""
+
+    #: The example, as the rule's tests lint it.
+    before: Example
+    #: Its source after ``--fix`` (with ``--unsafe-fixes`` for an unsafe fix).
+    after: str
+
+
+def fix_showcase(rule: type[Rule]) -> FixShowcase | None:
+    """The first invalid example that the rule's own fix changes, fixed by the real engine."""
+    if rule.fix_availability not in FIX_COMMANDS:
+        return None
+    for example in rule.invalid:
+        fixed = fix_source(example.code, rules=(rule,), unsafe_fixes=True).text
+        if fixed != example.code:
+            return FixShowcase(example, fixed)
+    return None
+
+
+def _check_fix_metadata(rule: type[Rule], showcase: FixShowcase | None) -> None:
+    if rule.fix_availability not in FIX_AVAILABILITIES:
+        logger.warning(
+            "rule %s: fix_availability %r is not one of %s",
+            rule.code,
+            rule.fix_availability,
+            ", ".join(FIX_AVAILABILITIES),
+            type="ampscale",
+            subtype="rule-docs",
+        )
+    elif rule.fix_availability != NO_FIX and showcase is None:
+        logger.warning(
+            "rule %s: fix_availability is %r but no invalid example is changed by its fix; "
+            "add one, so that the page can show the fix",
+            rule.code,
+            rule.fix_availability,
+            type="ampscale",
+            subtype="rule-docs",
+        )
+
+
+def _changed_lines(before: str, after: str) -> tuple[int, ...]:
+    """1-based lines of ``after`` that the fix wrote."""
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    return tuple(
+        line + 1
+        for tag, _, _, start, end in matcher.get_opcodes()
+        if tag != "equal"
+        for line in range(start, end)
+    )
+
+
+def _fix_section(rule: type[Rule], showcase: FixShowcase, safety: str) -> str:
+    command = FIX_COMMANDS[rule.fix_availability]
+    kind = (
+        "safe: it keeps the program's meaning, and `amp-lint --fix` applies it"
+        if rule.fix_availability == SAFE
+        else "unsafe: it changes behaviour in a way to review, so only "
+        "`amp-lint --fix --unsafe-fixes` applies it (`--diff --unsafe-fixes` shows it)"
+    )
+    safety = f"{safety}\n\n" if safety else ""
+    return f"""\
+## Fix
+
+This rule's fix is {kind}. See {{doc}}`../../guides/fixing`.
+
+{safety}Below, one of the rule's own test cases, and what `{command}` makes of it
+(generated by running the fix when these docs were built):
+
+:::::{{tab-set}}
+::::{{tab-item}} Before
+{_fence(showcase.before.code, showcase.before.lines)}::::
+::::{{tab-item}} After `{command}`
+{_fence(showcase.after, _changed_lines(showcase.before.code, showcase.after))}::::
+:::::
+"""
+
+
+def _metadata_line(rule: type[Rule]) -> str:
+    fix = FIX_LABELS.get(rule.fix_availability, rule.fix_availability)
+    default = "on" if on_by_default(rule) else "off"
+    return (
+        f"Code `{rule.code}` · name `{rule.name}` · fix: **{fix}** · {default} by default · "
+        f"defined in `{rule.__module__}`.\n"
+    )
+
+
 def render_rule_page(rule: type[Rule]) -> str:
     """The Markdown source of one rule's page."""
     preamble, sections = split_sections(inspect.cleandoc(rule.__doc__ or ""))
@@ -122,7 +228,7 @@ def render_rule_page(rule: type[Rule]) -> str:
     # A one-line preamble is the docstring's summary line, which ``summary`` already says.
     if "\n" in preamble:
         parts.append(f"{preamble}\n")
-    parts.append(f"Code `{rule.code}` · name `{rule.name}` · defined in `{rule.__module__}`.\n")
+    parts.append(_metadata_line(rule))
     for title in ("What it does", "Why is this bad?"):
         parts.append(f"## {title}\n\n{sections.get(title, '')}\n")
     parts.append(f"## Example\n\n{sections.get('Example', '')}\n")
@@ -141,10 +247,16 @@ def render_rule_page(rule: type[Rule]) -> str:
             "Also the rule's own test cases: none of these may be reported.",
         )
     )
+    showcase = fix_showcase(rule)
+    _check_fix_metadata(rule, showcase)
+    if showcase is not None:
+        parts.append(_fix_section(rule, showcase, sections.get("Fix safety", "")))
     options_prose = sections.get("Options", "")
     parts.append(f"## Options\n\n{options_prose + chr(10) * 2 if options_prose else ''}")
     parts.append(_option_rows(rule, rule.options))
     parts.append(f"## Suppression\n\n{_suppression(rule)}")
+    if sections.get("References"):
+        parts.append(f"## References\n\n{sections['References']}\n")
     return "\n".join(part for part in parts if part)
 
 
@@ -152,10 +264,13 @@ def render_index(rules: tuple[type[Rule], ...]) -> str:
     """The Markdown source of the rules index: a table and a toctree of every rule page."""
     if rules:
         rows = "\n".join(
-            f"| [{rule.code}]({page_name(rule)}.md) | `{rule.name}` | {rule.summary} |"
+            f"| [{rule.code}]({page_name(rule)}.md) | `{rule.name}` "
+            f"| {rule.summary.replace('|', chr(92) + '|')} "
+            f"| {FIX_LABELS.get(rule.fix_availability, rule.fix_availability)} "
+            f"| {'on' if on_by_default(rule) else 'off'} |"
             for rule in rules
         )
-        table = f"| code | name | what it flags |\n|---|---|---|\n{rows}\n"
+        table = f"| code | name | what it flags | fix | default |\n|---|---|---|---|---|\n{rows}\n"
     else:
         table = "No rules are registered yet.\n"
     toctree = "\n".join(page_name(rule) for rule in rules)
@@ -163,7 +278,13 @@ def render_index(rules: tuple[type[Rule], ...]) -> str:
 # Rules
 
 Every rule amp-lint knows, generated from `linter.rules.ALL_RULES`. Each page shows the rule's
-documentation, the test cases it must flag and must accept, its options and how to silence it.
+documentation, the test cases it must flag and must accept, its fix before and after, its options,
+how to silence it and the public evidence behind it.
+
+**fix**: *safe* fixes keep the program's meaning and `amp-lint --fix` applies them; *unsafe* ones
+change behaviour in a way to review and need `--unsafe-fixes` too ({{doc}}`../../guides/fixing`).
+**default**: whether a run with no configuration checks the rule; `select`, `ignore` and
+`extend-select` change that ({{doc}}`../configuration`).
 
 {table}
 ```{{toctree}}

@@ -160,11 +160,19 @@ class GetScaleEveryStep(Rule):
 
     ## Suppression
     Add `# noqa: AMP001` to the reported line when the sync is intended (e.g. a debugging run).
+
+    ## References
+    - torch's own `GradScaler.get_scale` docstring: "get_scale incurs a CPU-GPU sync"
+      ([torch/amp/grad_scaler.py](https://github.com/pytorch/pytorch/blob/main/torch/amp/grad_scaler.py))
+    - PyTorch's CUDA semantics notes on why a host read stalls the queue:
+      [Asynchronous execution](https://docs.pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution)
     """
 
     code = "AMP001"
     name = "get-scale-every-step"
     summary = "the loss scale is copied to the host (a device sync) on every training step"
+    # On ampscale's scaler, get_scale() becomes peek_scale(), which may lag a step.
+    fix_availability = UNSAFE
     # Every spelling contains `get_scale`, `._scale` or the quoted key `"scale"`.
     triggers = ("get_scale", "._scale", '"scale"', "'scale'")
     valid = (
@@ -270,6 +278,19 @@ for i, batch in enumerate(loader):
         print(scaler.get_scale())
 """,
             (6,),
+        ),
+        Example(
+            """\
+from scaler import GradScaler  # ampscale's: the unsafe fix reads peek_scale() instead
+
+scaler = GradScaler("cuda")
+for step, (x, y) in enumerate(loader):
+    scaler.scale(loss_fn(model(x), y)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    print(f"step {step} scale {scaler.get_scale()}")
+""",
+            (8,),
         ),
     )
 

@@ -108,6 +108,15 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     ## Suppression
     Add `# noqa: AMP002` to the reported line if the model really is fp16-safe (e.g. you verified
     it with `scaler.check_fp16_compat`).
+
+    ## References
+    - T5's authors: all experiments used bf16 activations
+      ([google-research/text-to-text-transfer-transformer#539](https://github.com/google-research/text-to-text-transfer-transformer/issues/539))
+    - NaN losses of bf16-pretrained T5/mT5 under fp16 AMP, traced to activations beyond 65504
+      ([Hugging Face forum](https://discuss.huggingface.co/t/mixed-precision-for-bfloat16-pretrained-models/5315/3))
+    - fp16 training of FLAN-T5-XL gives NaN
+      ([huggingface/transformers#23918](https://github.com/huggingface/transformers/issues/23918))
+    - every family in the table above links its own sources
     """
 
     code = "AMP002"

@@ -352,11 +352,24 @@ class DeprecatedAmpApi(Rule):
     ## Suppression
     Add `# noqa: AMP004` to the reported line (e.g. code that must still run on torch < 2.3,
     whose `torch.amp` has no `GradScaler`).
+
+    ## References
+    - the rename, one pull request per project:
+      [karpathy/nanoGPT#635](https://github.com/karpathy/nanoGPT/issues/635),
+      [karpathy/nanoGPT#709](https://github.com/karpathy/nanoGPT/pull/709),
+      [pytorch/tutorials#3257](https://github.com/pytorch/tutorials/pull/3257),
+      [MIC-DKFZ/nnUNet#2684](https://github.com/MIC-DKFZ/nnUNet/pull/2684),
+      [pytorch/ignite#3435](https://github.com/pytorch/ignite/issues/3435),
+      [thuml/Time-Series-Library#740](https://github.com/thuml/Time-Series-Library/issues/740)
+    - the deprecation itself: `torch/cuda/amp/grad_scaler.py` and `autocast_mode.py` in torch 2.4
+      and later ([torch/cuda/amp](https://github.com/pytorch/pytorch/tree/main/torch/cuda/amp))
     """
 
     code = "AMP004"
     name = "deprecated-amp-api"
     summary = "deprecated `torch.cuda.amp` / `torch.cpu.amp` API (FutureWarning since torch 2.4)"
+    # Unsafe only for autocast in a file that calls torch.set_autocast_dtype (see the docstring).
+    fix_availability = SAFE
     triggers = ("cuda.amp", "cpu.amp", "torch.cuda import", "torch.cpu import")
     valid = (
         Example(

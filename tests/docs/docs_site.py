@@ -29,7 +29,11 @@ class DocsBuild:
         return (self.html / f"{docname}.html").read_text(encoding="utf-8")
 
 
+#: Where the theme (Furo) opens a page's own content, after the navigation sidebar.
+MAIN_CONTENT = '<article role="main"'
+
+
 def text_of(page_html: str) -> str:
     """The visible text of a page body, tags stripped and whitespace collapsed."""
-    body = page_html[page_html.index('<div class="body"') :]
+    body = page_html[page_html.index(MAIN_CONTENT) :]
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", body)))

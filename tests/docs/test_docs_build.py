@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import pickle
 import re
 
-from docs_site import DOCS, DocsBuild
+from docs_site import DOCS, DocsBuild, text_of
 
 #: The brief's budget for one build; CI runs it twice (tox env ``docs`` and these tests). Counted
 #: in CPU seconds, which other processes on the machine do not inflate as they do wall time.
@@ -59,3 +60,26 @@ def test_docs_do_not_fetch_anything() -> None:
     )
     assert "myst_parser" in extensions
     assert "sphinx.ext.intersphinx" not in extensions
+
+
+def test_the_title_names_the_installed_version(built_docs: DocsBuild) -> None:
+    version = importlib.metadata.version("ampscale")
+    assert f"<title>ampscale {version}</title>" in built_docs.page("index")
+    assert f"ampscale {version}" in built_docs.page("guides/scale-collapse")
+
+
+def test_the_theme_has_dark_mode_copy_buttons_and_tabs(built_docs: DocsBuild) -> None:
+    page = built_docs.page("quickstart")
+    assert 'class="theme-toggle"' in page  # Furo's light/dark/auto switch
+    assert "copybutton.js" in page
+    assert 'class="sd-tab-set' in page  # the HF / accelerate / Lightning tabs
+    assert (built_docs.html / "_static" / "favicon.svg").is_file()
+
+
+def test_the_changelog_is_part_of_the_docs(built_docs: DocsBuild) -> None:
+    text = text_of(built_docs.page("changelog"))
+    changelog = (DOCS.parent / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "Keep a Changelog" in changelog
+    assert "Keep a Changelog" in text
+    assert "[Unreleased]" in changelog
+    assert "Unreleased" in text

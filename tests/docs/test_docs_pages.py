@@ -6,7 +6,7 @@ import re
 import sys
 
 import pytest
-from docs_site import DOCS, DocsBuild, text_of
+from docs_site import DOCS, MAIN_CONTENT, DocsBuild, text_of
 
 import scaler
 from linter.cli import build_parser
@@ -42,7 +42,7 @@ def test_amp002_page_carries_the_warning(built_docs: DocsBuild) -> None:
 def test_finfo_table_shows_fp16_limits(built_docs: DocsBuild) -> None:
     page = built_docs.page("explanation/number-formats")
     table = page[page.index('class="finfo-table') : page.index("</table>")]
-    text = text_of('<div class="body">' + table)
+    text = text_of(MAIN_CONTENT + table)
     assert "65504" in text
     assert "2**-14" in text  # fp16 min normal
     assert "2**-24" in text  # fp16 min subnormal

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from linter._rule import Rule
+from linter import lint_source
+from linter._rule import FIX_AVAILABILITIES, NO_FIX, Rule
 from linter.rules import ALL_RULES
 
 CASES = [
@@ -40,3 +41,20 @@ def test_every_invalid_example_contains_a_trigger(rule: type[Rule]) -> None:
     # The engine skips files that contain no trigger: an example without one would be unreachable.
     for example in rule.invalid:
         assert rule.wants(example.code)
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
+def test_fix_availability_matches_the_fixes_of_the_invalid_examples(rule: type[Rule]) -> None:
+    # The rules index and the rule's page show `fix_availability`; it must say what the rule
+    # really offers, and an invalid example must show it (the page renders it before/after).
+    assert rule.fix_availability in FIX_AVAILABILITIES
+    offered = {
+        diagnostic.fix.applicability
+        for example in rule.invalid
+        for diagnostic in lint_source(example.code, rules=(rule,))
+        if diagnostic.fix is not None
+    }
+    if rule.fix_availability == NO_FIX:
+        assert offered == set()
+    else:
+        assert rule.fix_availability in offered
