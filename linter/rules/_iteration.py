@@ -350,7 +350,7 @@ class TrainingIterations:
         functions bring, in source order."""
         for event in self._events_under(scope, via=None, depth=0, seen=frozenset()):
             inner = self._innermost_scope(event.call if event.via is None else event.via)
-            if inner is scope or event.via is not None:
+            if inner is scope:
                 yield event
 
     def _innermost_scope(self, node: cst.CSTNode) -> cst.CSTNode | None:
