@@ -7,6 +7,7 @@ from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
 from linter.rules.amp005_update_not_once_per_iteration import UpdateNotOncePerIteration
+from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
@@ -14,6 +15,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
     UpdateNotOncePerIteration,
+    StepBypassesScaler,
 )
 
 __all__ = [
@@ -21,5 +23,6 @@ __all__ = [
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
+    "StepBypassesScaler",
     "UpdateNotOncePerIteration",
 ]

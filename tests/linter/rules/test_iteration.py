@@ -234,3 +234,24 @@ def test_a_call_inside_a_nested_iteration_brings_its_events_there_only() -> None
         "For:": [Kind.SCALED_BACKWARD, Kind.SCALER_STEP],
         "FunctionDef:train_epoch": [Kind.UPDATE],
     }
+
+
+def test_a_scheduler_built_from_torch_optim_is_not_an_optimizer() -> None:
+    model = iterations(
+        """
+        import torch
+        optimizer = torch.optim.SGD(params, lr=0.1)
+        lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+        swa = torch.optim.swa_utils.AveragedModel(model)
+        for batch in loader:
+            scaler.scale(model(batch)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            lr_scheduler.step()
+            swa.step()
+        """
+    )
+    assert model.is_optimizer("optimizer")
+    assert not model.is_optimizer("lr_scheduler")
+    assert not model.is_optimizer("swa")
+    assert Kind.OPTIMIZER_STEP not in {e.kind for e in model.events}
