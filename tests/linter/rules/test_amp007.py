@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -149,3 +151,25 @@ def test_a_critic_inner_loop_with_a_direct_step_is_its_own_iteration() -> None:
 def test_files_without_a_scale_call_are_not_parsed() -> None:
     assert not StepBypassesScaler.wants("loss.backward()\noptimizer.step()\n")
     assert StepBypassesScaler.wants("scaler.scale(loss).backward()\noptimizer.step()\n")
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "optimizer_step_bypasses_scaler.py"
+
+
+def _final_loss(source: str) -> float:
+    torch = pytest.importorskip("torch")
+    namespace: dict = {"__name__": "example"}
+    exec(compile(source, str(EXAMPLE), "exec"), namespace)
+    torch.manual_seed(0)
+    batches = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(4)]
+    return namespace["train"](torch.nn.Linear(4, 1), batches)
+
+
+def test_the_example_diverges_in_torch_and_its_fixed_version_trains() -> None:
+    # The evidence behind the rule: scaled gradients applied unscaled ruin the weights at once.
+    source = EXAMPLE.read_text(encoding="utf-8")
+    broken = _final_loss(source)
+    assert not math.isfinite(broken) or broken > 1e6
+    repaired = fix_source(source, select=["AMP007"], unsafe_fixes=True).text
+    assert "scaler.step(optimizer)\n        scaler.update()\n" in repaired
+    assert _final_loss(repaired) < 10
