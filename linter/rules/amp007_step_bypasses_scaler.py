@@ -179,13 +179,16 @@ class StepBypassesScaler(Rule):
         optimizer.zero_grad()
     ```
 
-    ## Fix
-    Unsafe (it changes what the step does): `optimizer.step()` becomes
-    `scaler.step(optimizer)`, followed by `scaler.update()` on the next line when the iteration
-    has no update of that scaler. Offered only when one scaler scaled the gradients.
 
-    ## Suppression
-    `# noqa: AMP007` on the reported line.
+    `amp-lint --fix --unsafe-fixes` makes this rewrite (an unsafe fix: it changes what the step
+    does, which is the point): `optimizer.step()` becomes `scaler.step(optimizer)`, followed by
+    `scaler.update()` on the next line, indented like the step, when the iteration has no update
+    of that scaler. No fix is offered when more than one scaler scaled the gradients (which one
+    should step is the author's call) or when the step is not a statement of its own
+    (`result = optimizer.step()`) and an update would be needed.
+
+    ## Options
+    None.
     """
 
     code = "AMP007"

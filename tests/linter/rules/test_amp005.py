@@ -36,7 +36,10 @@ def test_update_after_the_step_loop_is_reported_at_the_step_with_the_update_rela
 
 
 def test_message_names_the_runtime_error() -> None:
-    source = "for x in loader:\n    scaler.scale(f(x)).backward()\n    scaler.step(opt)\n"
+    source = (
+        "import torch\nscaler = torch.amp.GradScaler()\n"
+        "for x in loader:\n    scaler.scale(f(x)).backward()\n    scaler.step(opt)\n"
+    )
     ((_line, _col, message),) = run_rule(UpdateNotOncePerIteration, source)
     assert "step() has already been called since the last update()" in message
 
@@ -96,6 +99,11 @@ def test_scaler_spelled_two_ways_is_one_scaler() -> None:
 @pytest.mark.parametrize(
     "body",
     [
+        # Never updated here, but the scaler comes from elsewhere: maybe a wrapper that updates.
+        "def train(loader, loss_scaler):\n"
+        "    for x in loader:\n"
+        "        loss_scaler.scale(f(x)).backward()\n"
+        "        loss_scaler.step(opt)\n",
         # A hook or step function whose caller is in another file.
         "def training_step(self, batch):\n"
         "    self.scaler.scale(self.loss(batch)).backward()\n"
@@ -136,6 +144,7 @@ def test_scaler_spelled_two_ways_is_one_scaler() -> None:
         "for x in loader:\n    scaler.step(opt)\n    scaler.update()\n    scaler.update()\n",
     ],
     ids=[
+        "scaler-from-elsewhere",
         "hook",
         "disabled",
         "indexed-optimizers",
