@@ -243,8 +243,9 @@ class UpdateNotOncePerIteration(Rule):
     after `growth_interval` clean steps, and resets every optimizer's state for the next
     iteration. Without it, the second `scaler.step(optimizer)` raises `RuntimeError: step() has
     already been called since the last update()` — the usual result of putting `update()` after
-    the epoch's loop — and the scale never adapts. Called after each of several optimizers, it
-    counts one iteration several times: the scale grows several times too fast and backs off
+    the epoch's loop (MS-AMP fixed its MNIST example for exactly this error:
+    https://github.com/Azure/MS-AMP/pull/45) — and the scale never adapts. Called after each
+    of several optimizers, it counts one iteration several times: the scale grows several times too fast and backs off
     on the first optimizer's overflow while the second one's inf check is lost. PyTorch's AMP
     examples say: "scaler.update() should only be called once per iteration, after all
     optimizers used this iteration have been stepped"

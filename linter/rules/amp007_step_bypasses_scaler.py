@@ -49,10 +49,19 @@ def _same_optimizer(first: str | None, second: str | None) -> bool:
 class _Bypass:
     """One direct ``optimizer.step()`` and the scaled backwards whose gradients it applies."""
 
-    def __init__(self, step: Event, backwards: list[Event], needs_update: bool) -> None:
+    def __init__(
+        self, step: Event, backwards: list[Event], needs_update: bool, again: Event | None
+    ) -> None:
         self.step = step
         self.backwards = backwards
         self.needs_update = needs_update
+        #: A ``scaler.step`` of the same optimizer that always runs with this step.
+        self.again = again
+
+
+def _arms(model: TrainingIterations, event: Event) -> frozenset[cst.CSTNode]:
+    """The ``if`` arms around an event (at its call, and at the call that brought it)."""
+    return frozenset(arm for node in (event.call, event.site) for _, arm in model.facts.arms(node))
 
 
 def _bypasses(model: TrainingIterations, index: ModuleIndex) -> Iterator[_Bypass]:
@@ -64,13 +73,20 @@ def _bypasses(model: TrainingIterations, index: ModuleIndex) -> Iterator[_Bypass
             continue  # an optimizer wrapper's own ``step()`` forwarding to the inner optimizer
         found: list[Event] = []
         needs_update = True
+        again: Event | None = None
         for iteration in model.holding(written.call):
             step = _own(iteration, written)
-            if any(
-                _same_optimizer(other.optimizer, step.optimizer) or iteration.exclusive(other, step)
-                for other in iteration.of(Kind.SCALER_STEP)
-            ):
-                continue  # the AMP path steps it through the scaler; this is the other path
+            scaler_steps = iteration.of(Kind.SCALER_STEP)
+            if any(iteration.exclusive(other, step) for other in scaler_steps):
+                continue  # the AMP path steps through the scaler; this is the other path
+            twins = [s for s in scaler_steps if _same_optimizer(s.optimizer, step.optimizer)]
+            # Stepped through the scaler too: under other conditions (``if self.use_amp:`` and
+            # ``if scaler is None:``) it is the other path; under the same ones it steps twice.
+            together = [s for s in twins if _arms(model, s) == _arms(model, step)]
+            if twins and not together:
+                continue
+            if together:
+                again = together[0]
             plain = [
                 b
                 for b in iteration.of(Kind.BACKWARD)
@@ -95,12 +111,14 @@ def _bypasses(model: TrainingIterations, index: ModuleIndex) -> Iterator[_Bypass
             ):
                 needs_update = False
         if found:
-            yield _Bypass(written, found, needs_update)
+            yield _Bypass(written, found, needs_update, again)
 
 
 def _fix(context: ModuleContext, index: ModuleIndex, bypass: _Bypass) -> NodeFix | None:
     """``optimizer.step()`` -> ``scaler.step(optimizer)`` (and ``scaler.update()`` on the next
     line when the iteration has none), when one scaler scaled the gradients."""
+    if bypass.again is not None:
+        return None  # the scaler steps it already: the direct step should go, not be rewritten
     scalers = {b.scaler for b in bypass.backwards}
     if len(scalers) != 1 or None in scalers:
         return None
@@ -139,7 +157,8 @@ class StepBypassesScaler(Rule):
     Flags an `optimizer.step()` in a training iteration whose gradients come from
     `scaler.scale(loss).backward()` — the latest backward that may run before the step in the
     same iteration is a scaled one — when that optimizer is not stepped through
-    `scaler.step(optimizer)` in the iteration.
+    `scaler.step(optimizer)` in the iteration; and a direct `optimizer.step()` that always runs
+    together with `scaler.step(optimizer)` of the same optimizer (it steps twice).
 
     Not reported: the non-AMP branch of a trainer (`if scaler is not None: scaler.step(opt)
     else: opt.step()`, `if use_amp: ... else: ...`), a step exclusive with the scaled backward, a
@@ -154,7 +173,11 @@ class StepBypassesScaler(Rule):
     when any of them is inf or NaN; `optimizer.step()` does neither. The parameters move by
     gradients thousands of times too large, and an overflow writes inf/NaN into the weights.
     Without `scaler.step`, `scaler.update()` also fails: it finds no inf checks recorded
-    ("No inf checks were recorded prior to update."). See PyTorch's AMP examples
+    ("No inf checks were recorded prior to update."). Stepping directly after
+    `scaler.step(optimizer)` applies the gradients a second time, also on the steps the scaler
+    skipped for inf/NaN — Applio removed exactly that
+    (https://github.com/IAHispano/Applio/pull/860: "You should not use optim.step() directly when
+    you're working with GradScaler"). See PyTorch's AMP examples
     (https://docs.pytorch.org/docs/stable/notes/amp_examples.html) and the state machine in
     `torch/amp/grad_scaler.py`.
 
@@ -347,6 +370,21 @@ for x, y in loader:
         ),
         Example(
             """\
+for batch in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss_d, loss_g = model(batch)
+    scaler.scale(loss_d).backward()
+    scaler.step(optim_d)
+    scaler.scale(loss_g).backward()
+    scaler.step(optim_g)
+    scaler.update()
+    optim_g.step()
+    optim_d.step()
+""",
+            (9, 10),
+        ),
+        Example(
+            """\
 def train(model, loader, optimizer, use_amp):
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
     for x, y in loader:
@@ -376,11 +414,21 @@ def train(model, loader, optimizer, use_amp):
             backward = bypass.backwards[0]
             optimizer = bypass.step.optimizer
             scaler = backward.scaler or "scaler"
+            related = tuple((b.site, "scaled backward") for b in bypass.backwards)
+            if bypass.again is not None:
+                yield Finding(
+                    bypass.step.call,
+                    f"`{optimizer}.step()` steps again what `{scaler}.step({optimizer})` already "
+                    "steps: the gradients are applied twice, and even when the scaler skipped "
+                    "the step for inf/NaN; remove the direct step",
+                    related=((bypass.again.site, "scaler step of the same optimizer"), *related),
+                )
+                continue
             yield Finding(
                 bypass.step.call,
                 f"`{optimizer}.step()` applies gradients of `{scaler}.scale(loss).backward()` "
                 f"directly: still multiplied by the loss scale, never checked for inf/NaN; "
                 f"step through `{scaler}.step({optimizer})`",
-                related=tuple((b.site, "scaled backward") for b in bypass.backwards),
+                related=related,
                 fix=_fix(context, index, bypass),
             )

@@ -173,3 +173,36 @@ def test_the_example_diverges_in_torch_and_its_fixed_version_trains() -> None:
     repaired = fix_source(source, select=["AMP007"], unsafe_fixes=True).text
     assert "scaler.step(optimizer)\n        scaler.update()\n" in repaired
     assert _final_loss(repaired) < 10
+
+
+def test_a_direct_step_beside_the_scaler_step_of_the_same_optimizer_steps_twice() -> None:
+    source = textwrap.dedent(
+        """\
+        for batch in loader:
+            scaler.scale(loss_fn(batch)).backward()
+            scaler.step(optim_g)
+            scaler.update()
+            optim_g.step()
+        """
+    )
+    (diagnostic,) = lint_source(source, select=["AMP007"])
+    assert (diagnostic.line, diagnostic.fix) == (5, None)
+    assert "applied twice" in diagnostic.message
+    assert [r.line for r in diagnostic.related] == [3, 2]
+
+
+def test_the_same_optimizer_stepped_under_other_flags_is_the_other_path() -> None:
+    assert (
+        lines(
+            """
+            for batch in loader:
+                scaler.scale(loss_fn(batch)).backward()
+                if self.use_amp_scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                if not self.scaler:
+                    optimizer.step()
+            """
+        )
+        == []
+    )
