@@ -245,8 +245,9 @@ class UpdateNotOncePerIteration(Rule):
     already been called since the last update()` — the usual result of putting `update()` after
     the epoch's loop (MS-AMP fixed its MNIST example for exactly this error:
     https://github.com/Azure/MS-AMP/pull/45) — and the scale never adapts. Called after each
-    of several optimizers, it counts one iteration several times: the scale grows several times too fast and backs off
-    on the first optimizer's overflow while the second one's inf check is lost. PyTorch's AMP
+    of several optimizers, it counts one iteration several times: the scale grows several times
+    too fast and backs off on the first optimizer's overflow while the second one's inf check is
+    lost. PyTorch's AMP
     examples say: "scaler.update() should only be called once per iteration, after all
     optimizers used this iteration have been stepped"
     (https://docs.pytorch.org/docs/stable/notes/amp_examples.html#working-with-multiple-models-losses-and-optimizers);
