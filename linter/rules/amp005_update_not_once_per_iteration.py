@@ -245,11 +245,10 @@ class UpdateNotOncePerIteration(Rule):
     already been called since the last update()` — the usual result of putting `update()` after
     the epoch's loop (MS-AMP fixed its MNIST example for exactly this error:
     https://github.com/Azure/MS-AMP/pull/45) — and the scale never adapts. Called after each
-    of several optimizers, it counts one iteration several times: the scale grows several times
-    too fast and backs off on the first optimizer's overflow while the second one's inf check is
-    lost. PyTorch's AMP
-    examples say: "scaler.update() should only be called once per iteration, after all
-    optimizers used this iteration have been stepped"
+    of several optimizers, it counts one iteration several times: `growth_interval` counts
+    updates, so the scale grows several times too fast, and one iteration can back off several
+    times. PyTorch's AMP examples say: "scaler.update() should only be called once per
+    iteration, after all optimizers used this iteration have been stepped"
     (https://docs.pytorch.org/docs/stable/notes/amp_examples.html#working-with-multiple-models-losses-and-optimizers);
     the state machine is in `torch/amp/grad_scaler.py` (`step()` raises when the optimizer's
     stage is already `STEPPED`; `update()` refreshes the per-optimizer states).
