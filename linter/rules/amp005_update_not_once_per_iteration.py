@@ -45,6 +45,20 @@ def _ends_early(arm: cst.CSTNode) -> bool:
     return isinstance(last, _LEAVES)
 
 
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _has_modulo(node: cst.CSTNode) -> bool:
+    """``(i + 1) % accum == 0``: a gradient-accumulation guard, true on many passes."""
+    return any(
+        isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+        for n in _walk(node)
+    )
+
+
 def _skips_elements(node: cst.CSTNode) -> bool:
     """A ``continue`` of this loop in ``node`` (not of a nested loop)."""
     if isinstance(node, cst.Continue):
@@ -74,6 +88,28 @@ class _Query:
             if isinstance(ancestor, cst.For):
                 loops.append(ancestor)
         return loops
+
+    def once_per_loop(self, event: Event, loop: cst.CSTNode) -> bool:
+        """``event`` runs on one pass of ``loop`` only: under ``if micro == accum - 1:`` or
+        ``if is_last_batch:`` (an equality with the loop's variable, or a name saying last)."""
+        targets = _names_in(loop.target) if isinstance(loop, cst.For) else set()
+        for ancestor in self.index.ancestors(event.site):
+            if ancestor is loop:
+                return False
+            if not isinstance(ancestor, cst.If):
+                continue
+            names = _names_in(ancestor.test)
+            if any("last" in name.lower() or "final" in name.lower() for name in names):
+                return True
+            equality = any(
+                isinstance(node, cst.Comparison)
+                and any(isinstance(c.operator, cst.Equal) for c in node.comparisons)
+                and not _has_modulo(node)
+                for node in _walk(ancestor.test)
+            )
+            if equality and names & targets:
+                return True
+        return False
 
     def guarded_within(self, event: Event, loop: cst.For) -> bool:
         """The update may run for only some elements of ``loop``: an ``if`` around it in the
@@ -131,6 +167,7 @@ def _missing_updates(query: _Query) -> Iterator[Finding]:
             if not (
                 isinstance(it.scope, cst.For) and _names_in(it.scope.target) & _names_in(step.call)
             )
+            and not query.once_per_loop(_own(it, step), it.scope)
         ]
         if not loops:
             continue  # a hook or step function called from elsewhere: its caller may update

@@ -104,6 +104,13 @@ def test_scaler_spelled_two_ways_is_one_scaler() -> None:
         "    for x in loader:\n"
         "        loss_scaler.scale(f(x)).backward()\n"
         "        loss_scaler.step(opt)\n",
+        # The step runs on the last micro-batch only: once per pass of the outer loop.
+        "for batch in loader:\n"
+        "    for micro in range(accum):\n"
+        "        scaler.scale(f(batch, micro)).backward()\n"
+        "        if micro == accum - 1:\n"
+        "            scaler.step(opt)\n"
+        "    scaler.update()\n",
         # A hook or step function whose caller is in another file.
         "def training_step(self, batch):\n"
         "    self.scaler.scale(self.loss(batch)).backward()\n"
@@ -145,6 +152,7 @@ def test_scaler_spelled_two_ways_is_one_scaler() -> None:
     ],
     ids=[
         "scaler-from-elsewhere",
+        "step-on-last-micro-batch",
         "hook",
         "disabled",
         "indexed-optimizers",
@@ -234,3 +242,18 @@ def test_the_reported_example_really_fails_in_torch_at_the_second_step() -> None
 def test_the_fixed_example_trains() -> None:
     _run_example("scaler_update_per_step.py")
     assert lines((EXAMPLES / "scaler_update_per_step.py").read_text(encoding="utf-8")) == []
+
+
+def test_an_accumulation_guard_in_the_inner_loop_still_steps_many_times() -> None:
+    assert lines(
+        """
+        import torch
+        scaler = torch.amp.GradScaler()
+        for epoch in range(epochs):
+            for i, batch in enumerate(loader):
+                scaler.scale(f(batch)).backward()
+                if (i + 1) % accum == 0:
+                    scaler.step(opt)
+            scaler.update()
+        """
+    ) == [8]
