@@ -6,12 +6,16 @@ from linter._rule import Rule
 from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
+from linter.rules.amp005_update_not_once_per_iteration import UpdateNotOncePerIteration
+from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
     GetScaleEveryStep,
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
+    UpdateNotOncePerIteration,
+    StepBypassesScaler,
 )
 
 __all__ = [
@@ -19,4 +23,6 @@ __all__ = [
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
+    "StepBypassesScaler",
+    "UpdateNotOncePerIteration",
 ]

@@ -94,6 +94,9 @@ _NOT_OPTIMIZER = re.compile(r"sched|scaler|lr|warmup|ema|swa|wrapper", re.IGNORE
 #: Constructors whose result is an optimizer: ``torch.optim.AdamW``, ``bnb.optim.AdamW8bit``,
 #: ``timm.optim.create_optimizer_v2``, ``transformers.AdamW``...
 _OPTIMIZER_CONSTRUCTOR = re.compile(r"(^|\.)optim(izers?)?\.|(^|\.)create_optimizer|Optimizer$")
+#: ...but not the schedulers and averaged models that live beside them (``torch.optim.
+#: lr_scheduler.StepLR``, ``torch.optim.swa_utils.AveragedModel``).
+_NOT_OPTIMIZER_CONSTRUCTOR = re.compile(r"sched|swa_utils", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +255,10 @@ class TrainingIterations:
             if not isinstance(value, cst.Call):
                 continue
             callee = dotted_name(value.func)
-            if callee is None or not _OPTIMIZER_CONSTRUCTOR.search(self.aliases.qualify(callee)):
+            qualified = self.aliases.qualify(callee) if callee is not None else ""
+            if not _OPTIMIZER_CONSTRUCTOR.search(qualified) or _NOT_OPTIMIZER_CONSTRUCTOR.search(
+                qualified
+            ):
                 continue
             for target in assign.targets:  # type: ignore[attr-defined]
                 name = dotted_name(target.target)
@@ -350,7 +356,7 @@ class TrainingIterations:
         functions bring, in source order."""
         for event in self._events_under(scope, via=None, depth=0, seen=frozenset()):
             inner = self._innermost_scope(event.call if event.via is None else event.via)
-            if inner is scope or event.via is not None:
+            if inner is scope:
                 yield event
 
     def _innermost_scope(self, node: cst.CSTNode) -> cst.CSTNode | None:

@@ -61,6 +61,7 @@ STEP = (
     "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
     "scaler.step(optimizer)",
     "scaler.update()",
+    "optimizer.step()",
     "optimizer.zero_grad()",
     "print(scaler.get_scale())",
     "scale = scaler.get_scale()",
@@ -156,9 +157,9 @@ SCALE_READS = tuple(
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale and an import
-    of a deprecated AMP namespace (somewhere among the rest), so that the real rules parse and
-    analyse it.
+    It always holds a bf16 origin, an fp16 switch, a scaled backward and a scaler step, a read of
+    the scale and an import of a deprecated AMP namespace (somewhere among the rest), so that the
+    real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -180,7 +181,11 @@ def training_program(draw: st.DrawFn) -> str:
         i for i, line in enumerate(first_loop) if not line.startswith((" ", "else", "except"))
     ]
     at = draw(st.sampled_from([*boundaries, len(first_loop)]))
-    first_loop[at:at] = ["scaler.scale(loss).backward()", draw(st.sampled_from(SCALE_READS))]
+    first_loop[at:at] = [
+        "scaler.scale(loss).backward()",
+        draw(st.sampled_from(SCALE_READS)),
+        "scaler.step(optimizer)",
+    ]
     lines += [draw(st.sampled_from(LOOPS)), *_indent(first_loop)]
     for _ in range(draw(st.integers(1, 3))):
         shape = draw(st.sampled_from(("loop", "helper", "hook")))

@@ -207,3 +207,51 @@ def test_order_inside_an_iteration_does_not_wrap_round_its_own_loop() -> None:
     assert iteration.may_precede(backward, unscale)
     assert not iteration.may_precede(unscale, backward)
     assert not iteration.may_precede(update, step)
+
+
+def test_a_call_inside_a_nested_iteration_brings_its_events_there_only() -> None:
+    model = iterations(
+        """
+        class Trainer:
+            def train_step(self, batch):
+                self.scaler.scale(self.model(batch)).backward()
+                self.scaler.step(self.optimizer)
+
+            def train_epoch(self, loader):
+                for batch in loader:
+                    self.train_step(batch)
+                self.scaler.update()
+        """
+    )
+    by_scope = {
+        type(it.scope).__name__ + ":" + getattr(getattr(it.scope, "name", None), "value", ""): [
+            e.kind for e in it.events
+        ]
+        for it in model.iterations
+    }
+    assert by_scope == {
+        "FunctionDef:train_step": [Kind.SCALED_BACKWARD, Kind.SCALER_STEP],
+        "For:": [Kind.SCALED_BACKWARD, Kind.SCALER_STEP],
+        "FunctionDef:train_epoch": [Kind.UPDATE],
+    }
+
+
+def test_a_scheduler_built_from_torch_optim_is_not_an_optimizer() -> None:
+    model = iterations(
+        """
+        import torch
+        optimizer = torch.optim.SGD(params, lr=0.1)
+        lr_scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)
+        swa = torch.optim.swa_utils.AveragedModel(model)
+        for batch in loader:
+            scaler.scale(model(batch)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            lr_scheduler.step()
+            swa.step()
+        """
+    )
+    assert model.is_optimizer("optimizer")
+    assert not model.is_optimizer("lr_scheduler")
+    assert not model.is_optimizer("swa")
+    assert Kind.OPTIMIZER_STEP not in {e.kind for e in model.events}

@@ -20,6 +20,8 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("lightning_scale_logging.py", 28, "AMP001"),
     ("optimizer_wrapper_reads_scale.py", 30, "AMP001"),
     ("optimizer_wrapper_reads_scale.py", 33, "AMP001"),
+    ("optimizer_step_bypasses_scaler.py", 21, "AMP007"),
+    ("scaler_update_per_epoch.py", 21, "AMP005"),
 }
 
 
