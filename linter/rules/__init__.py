@@ -6,16 +6,19 @@ from linter._rule import Rule
 from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
+from linter.rules.amp006_backward_without_scale import BackwardWithoutScale
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
     GetScaleEveryStep,
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
+    BackwardWithoutScale,
 )
 
 __all__ = [
     "ALL_RULES",
+    "BackwardWithoutScale",
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
