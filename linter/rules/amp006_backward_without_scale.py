@@ -25,6 +25,8 @@ _GRADIENT_SINKS = (Kind.OPTIMIZER_STEP, Kind.ZERO_GRAD)
 
 #: A scaler bound only to ``GradScaler(enabled=False)``: its scale is 1, ``step`` divides by 1.
 _DISABLED = "disabled"
+#: A scaler bound only to GradScaler constructors that are always enabled.
+_ALWAYS = "always"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +35,7 @@ class UnscaledBackward:
 
     #: The plain ``loss.backward()`` / ``torch.autograd.backward(loss)``.
     backward: Event
-    #: The first ``scaler.step(optimizer)`` that may follow it.
+    #: A ``scaler.step(optimizer)`` that may follow it (the finding names the first).
     step: Event
     #: The scaler's ``enabled=`` switch (``args.amp``) when it has one: the bug needs it on.
     switch: cst.BaseExpression | None
@@ -60,25 +62,30 @@ class ScalerSwitches:
                 self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
 
     def of(self, scaler: str | None) -> str | list[cst.BaseExpression] | None:
-        """`_DISABLED`, the ``enabled=`` expressions that switch it on, or None when it always
-        scales (or nothing here says otherwise)."""
+        """`_DISABLED`, `_ALWAYS`, the ``enabled=`` expressions that switch it on, or None when
+        the module does not show how it is built (a parameter, ``accelerator.scaler``)."""
         values = self._values.get(scaler or "", [])
         if len(values) == 1 and (alias := dotted_name(values[0])) is not None:
             values = self._values.get(alias, [])  # scaler = self.scaler
         if not values:
             return None
         switches: list[cst.BaseExpression] = []
+        always = False
         for value in values:
             enabled = self._enabled(value)
             if enabled is None:
                 return None
-            if enabled != _DISABLED:
+            if enabled == _ALWAYS:
+                always = True
+            elif enabled != _DISABLED:
                 switches.append(enabled)  # type: ignore[arg-type]
+        if always:
+            return _ALWAYS
         return switches or _DISABLED
 
     def _enabled(self, value: cst.BaseExpression) -> cst.BaseExpression | str | None:
-        """A GradScaler constructor's ``enabled=``: `_DISABLED` for ``False``, the expression
-        for a switch; None for anything else (enabled, or not a constructor)."""
+        """A GradScaler constructor's ``enabled=``: `_DISABLED` for ``False``, `_ALWAYS` for
+        ``True`` or none, the expression for a switch; None for what is not a constructor."""
         if not isinstance(value, cst.Call):
             return None
         name = dotted_name(value.func)
@@ -91,9 +98,9 @@ class ScalerSwitches:
             if arg.keyword is not None and arg.keyword.value == "enabled":
                 flag = arg.value
                 if isinstance(flag, cst.Name) and flag.value in ("True", "False"):
-                    return _DISABLED if flag.value == "False" else None
+                    return _DISABLED if flag.value == "False" else _ALWAYS
                 return flag
-        return None
+        return _ALWAYS
 
 
 class BackwardWithoutScale(Rule):
@@ -456,13 +463,14 @@ class _Query:
                 enabling = switch if isinstance(switch, list) else []
                 if self._scaler_off(backward, step, enabling):
                     continue
+                if switch is None and self._scaled_on_another_branch(iteration, backward, step):
+                    continue
                 yield UnscaledBackward(
                     backward,
                     step,
                     enabling[0] if enabling else None,
                     self._discarded_scale(backward),
                 )
-                break
 
     def _reaches(self, iteration: Iteration, backward: Event, step: Event) -> bool:
         """The backward's gradients may reach ``step``: it may run later in the iteration, on
@@ -526,6 +534,15 @@ class _Query:
         facts = self._model.facts
         return bool(enabling) and all(
             facts.contradict(conditions, facts.facts.of_test(switch, True)) for switch in enabling
+        )
+
+    def _scaled_on_another_branch(self, iteration: Iteration, backward: Event, step: Event) -> bool:
+        """``if args.fp16: scaler.scale(loss).backward() else: loss.backward()`` with a scaler
+        built elsewhere: the branch is the scaler's switch (``GradScaler(enabled=args.fp16)``
+        is the common way to write it), so the plain arm runs with the scaler disabled."""
+        return any(
+            scaled.scaler == step.scaler and self._never_together(iteration, scaled, backward)
+            for scaled in iteration.of(Kind.SCALED_BACKWARD)
         )
 
     def _scaled_elsewhere(self, backward: Event) -> bool:
@@ -614,7 +631,7 @@ class _Query:
         line = self._context.position(first.step.call).start.line
         scaler = first.step.scaler or "scaler"
         tensor = _backpropagated(first.backward.call)
-        tensor_text = code(tensor).strip() if tensor is not None else "loss"
+        tensor_text = code(_bare(tensor)).strip() if tensor is not None else "loss"
         message = (
             f"`{_one_line(backward)}` backpropagates an unscaled loss, but `{_one_line(step)}` "
             f"(line {line}) divides the gradients by the loss scale"
@@ -642,12 +659,19 @@ class _Query:
         tensor = _backpropagated(backward.call)
         if tensor is None:
             return None
-        bare = tensor.with_changes(lpar=(), rpar=())  # type: ignore[call-arg]
         wrapped = cst.Call(
             func=cst.Attribute(value=cst.parse_expression(scaler), attr=cst.Name("scale")),
-            args=(cst.Arg(bare),),
+            args=(cst.Arg(_bare(tensor)),),
         )
-        return NodeFix(f"backpropagate `{scaler}.scale(...)`", ((tensor, wrapped),), UNSAFE)
+        func = backward.call.func
+        # `(loss / n).backward()`: the parentheses lie outside the tensor's own range, so the
+        # whole `<tensor>.backward` is rewritten to drop them.
+        replacement: tuple[cst.CSTNode, cst.CSTNode] = (
+            (func, func.with_changes(value=wrapped))
+            if isinstance(func, cst.Attribute) and func.value is tensor
+            else (tensor, wrapped)
+        )
+        return NodeFix(f"backpropagate `{scaler}.scale(...)`", (replacement,), UNSAFE)
 
     def _names_the_scaler(self, backward: cst.Call, step: cst.Call, scaler: str) -> bool:
         """``scaler`` means the same object where the backward is written."""
@@ -670,6 +694,11 @@ def _backpropagated(call: cst.Call) -> cst.BaseExpression | None:
         if arg.keyword is None or arg.keyword.value == "tensors":
             return arg.value
     return None
+
+
+def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` without its own parentheses: ``loss / n`` of ``(loss / n)``."""
+    return node.with_changes(lpar=(), rpar=()) if node.lpar else node
 
 
 def _is_scaling_call(node: cst.BaseExpression) -> bool:
