@@ -200,12 +200,12 @@ def test_scaled_or_wrapped_backwards(backward: str) -> None:
             scaler.step(optimizer)
             scaler.update()
         """
-    assert lines(source) == []
+    assert not lines(source)
 
 
 def test_name_bound_to_a_scaled_loss_even_conditionally() -> None:
     # composer: the loss is rebound to its scaled self under the same flag as the step.
-    assert lines(
+    assert not lines(
         """
         from typing import cast
         import torch
@@ -219,11 +219,11 @@ def test_name_bound_to_a_scaled_loss_even_conditionally() -> None:
             else:
                 optimizer.step()
         """
-    ) == []
+    )
 
 
 def test_apex_scale_loss_context() -> None:
-    assert lines(
+    assert not lines(
         """
         for batch in loader:
             if use_apex:
@@ -234,12 +234,12 @@ def test_apex_scale_loss_context() -> None:
             scaler.step(optimizer)
             scaler.update()
         """
-    ) == []
+    )
 
 
 def test_helper_given_the_scaled_loss() -> None:
     # flair: `_backward` exists so that plugins can override it; it receives the scaled loss.
-    assert lines(
+    assert not lines(
         """
         class Trainer:
             def _backward(self, loss):
@@ -250,7 +250,7 @@ def test_helper_given_the_scaled_loss() -> None:
                     scaler.step(self.optimizer)
                     scaler.update()
         """
-    ) == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -274,11 +274,11 @@ def test_plain_backward_on_the_branch_without_amp(scaled_branch: str, plain_bran
             scaler.step(optimizer)
             scaler.update()
         """
-    assert lines(source) == []
+    assert not lines(source)
 
 
 def test_plain_backward_where_the_scaler_is_none() -> None:
-    assert lines(
+    assert not lines(
         """
         for batch in loader:
             if scaler is None:
@@ -289,12 +289,12 @@ def test_plain_backward_where_the_scaler_is_none() -> None:
                 scaler.step(optimizer)
                 scaler.update()
         """
-    ) == []
+    )
 
 
 def test_helper_branches_read_with_the_callers_argument() -> None:
     # open_clip: the helper's `scaler` parameter is the caller's `scaler`.
-    assert lines(
+    assert not lines(
         """
         def backward(total_loss, grad_scaler):
             if grad_scaler is not None:
@@ -310,12 +310,12 @@ def test_helper_branches_read_with_the_callers_argument() -> None:
                 else:
                     optimizer.step()
         """
-    ) == []
+    )
 
 
 def test_helper_step_under_the_same_local_alias() -> None:
     # torchtnt: both methods read `grad_scaler = self.grad_scaler` and branch on it.
-    assert lines(
+    assert not lines(
         """
         class Unit:
             def train_step(self, batch):
@@ -337,7 +337,7 @@ def test_helper_step_under_the_same_local_alias() -> None:
                 for batch in loader:
                     self.train_step(batch)
         """
-    ) == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -348,7 +348,7 @@ def test_helper_step_under_the_same_local_alias() -> None:
     ],
 )
 def test_disabled_scaler_divides_by_one(construction: str) -> None:
-    assert lines(
+    assert not lines(
         f"""
         import torch
         from torch.amp import GradScaler
@@ -358,11 +358,11 @@ def test_disabled_scaler_divides_by_one(construction: str) -> None:
             scaler.step(optimizer)
             scaler.update()
         """
-    ) == []
+    )
 
 
 def test_switched_scaler_with_the_backward_only_when_switched_off() -> None:
-    assert lines(
+    assert not lines(
         """
         import torch
         scaler = torch.amp.GradScaler("cuda", enabled=cfg.fp16)
@@ -375,11 +375,11 @@ def test_switched_scaler_with_the_backward_only_when_switched_off() -> None:
             scaler.step(optimizer)
             scaler.update()
         """
-    ) == []
+    )
 
 
 def test_fp32_discriminator_stepped_plainly_before_the_generator() -> None:
-    assert lines(
+    assert not lines(
         """
         for real, noise in loader:
             opt_d.zero_grad()
@@ -391,12 +391,12 @@ def test_fp32_discriminator_stepped_plainly_before_the_generator() -> None:
             scaler.step(opt_g)
             scaler.update()
         """
-    ) == []
+    )
 
 
 def test_plain_backward_for_an_optimizer_stepped_after_the_scaler() -> None:
     # The auxiliary network's gradients are `aux_optimizer`'s, not the scaler-stepped one's.
-    assert lines(
+    assert not lines(
         """
         for batch in loader:
             scaler.scale(model(batch)).backward()
@@ -405,11 +405,11 @@ def test_plain_backward_for_an_optimizer_stepped_after_the_scaler() -> None:
             scaler.update()
             aux_optimizer.step()
         """
-    ) == []
+    )
 
 
 def test_generator_first_then_fp32_critic_after_the_scaler_step() -> None:
-    assert lines(
+    assert not lines(
         """
         for batch in loader:
             scaler.scale(g_loss(batch)).backward()
@@ -418,12 +418,12 @@ def test_generator_first_then_fp32_critic_after_the_scaler_step() -> None:
             d_loss(batch).backward()
             opt_d.step()
         """
-    ) == []
+    )
 
 
 def test_gradients_cleared_before_the_scaler_step() -> None:
     # A gradient probe: the plain backward's gradients are read, then zeroed.
-    assert lines(
+    assert not lines(
         """
         for batch in loader:
             probe(batch).backward()
@@ -433,11 +433,11 @@ def test_gradients_cleared_before_the_scaler_step() -> None:
             scaler.step(optimizer)
             scaler.update()
         """
-    ) == []
+    )
 
 
 def test_backward_in_another_loop_than_the_scaler_step() -> None:
-    assert lines(
+    assert not lines(
         """
         for batch in warmup_loader:
             model(batch).backward()
@@ -448,7 +448,7 @@ def test_backward_in_another_loop_than_the_scaler_step() -> None:
             scaler.step(optimizer)
             scaler.update()
         """
-    ) == []
+    )
 
 
 def test_prefilter_needs_a_backward_a_step_and_a_scaler() -> None:
