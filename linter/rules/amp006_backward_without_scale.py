@@ -48,6 +48,7 @@ class ScalerSwitches:
     switch (``GradScaler(enabled=args.amp)``), or something that always scales."""
 
     def __init__(self, index: ModuleIndex, model: TrainingIterations) -> None:
+        self._index = index
         self._aliases = model.aliases
         #: dotted name -> the values assigned to it anywhere in the module.
         self._values: dict[str, list[cst.BaseExpression]] = {}
@@ -61,12 +62,14 @@ class ScalerSwitches:
             if name is not None and assign.value is not None:  # type: ignore[attr-defined]
                 self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
 
-    def of(self, scaler: str | None) -> str | list[cst.BaseExpression] | None:
+    def of(self, scaler: str | None, where: cst.CSTNode) -> str | list[cst.BaseExpression] | None:
         """`_DISABLED`, `_ALWAYS`, the ``enabled=`` expressions that switch it on, or None when
-        the module does not show how it is built (a parameter, ``accelerator.scaler``)."""
-        values = self._values.get(scaler or "", [])
+        the module does not show how it is built (a parameter, ``accelerator.scaler``). A name
+        bound in the function around ``where`` is read from there alone: two functions may
+        each build a local ``scaler`` of their own."""
+        values = self._bound(scaler or "", where)
         if len(values) == 1 and (alias := dotted_name(values[0])) is not None:
-            values = self._values.get(alias, [])  # scaler = self.scaler
+            values = self._bound(alias, where)  # scaler = self.scaler
         if not values:
             return None
         switches: list[cst.BaseExpression] = []
@@ -82,6 +85,12 @@ class ScalerSwitches:
         if always:
             return _ALWAYS
         return switches or _DISABLED
+
+    def _bound(self, name: str, where: cst.CSTNode) -> list[cst.BaseExpression]:
+        values = self._values.get(name, [])
+        function = self._index.enclosing_function(where)
+        local = [v for v in values if self._index.enclosing_function(v) is function]
+        return local if local and function is not None else values
 
     def _enabled(self, value: cst.BaseExpression) -> cst.BaseExpression | str | None:
         """A GradScaler constructor's ``enabled=``: `_DISABLED` for ``False``, `_ALWAYS` for
@@ -457,7 +466,7 @@ class _Query:
             ):
                 continue
             for step in steps:
-                switch = self._switches.of(step.scaler)
+                switch = self._switches.of(step.scaler, step.call)
                 if switch == _DISABLED or not self._reaches(iteration, backward, step):
                     continue
                 enabling = switch if isinstance(switch, list) else []
