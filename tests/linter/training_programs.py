@@ -46,6 +46,7 @@ SCALERS = (
     "scaler = CudaScaler(enabled=args.fp16)",
     'accelerator = Accelerator(mixed_precision="fp16")',
     "scaler = accelerator.scaler",
+    'scaler = torch.amp.GradScaler("cuda", enabled=args.amp)',
     "self.grad_scaler = torch.cuda.amp.GradScaler()",
     'args = TrainingArguments("out", fp16=True)',
     "trainer = Trainer(model=model, args=args)",
@@ -57,6 +58,9 @@ STEP = (
     "loss = criterion(model(x), y)",
     "scaler.scale(loss).backward()",
     "loss.backward()",
+    "(loss / accum_steps).backward(retain_graph=True)",
+    "torch.autograd.backward(loss)",
+    "scaler.scale(loss)",
     "scaler.unscale_(optimizer)",
     "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
     "scaler.step(optimizer)",
@@ -86,6 +90,7 @@ GUARDS = (
     "if args.verbose:",
     "if not is_logging_step:",
     "if scaler.is_enabled():",
+    "if scaler is not None:",
     "with torch.autocast('cuda', dtype=torch.float16):",
     "with torch.autocast('cuda', dtype=torch.bfloat16):",
     "with autocast():",
@@ -156,9 +161,9 @@ SCALE_READS = tuple(
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale and an import
-    of a deprecated AMP namespace (somewhere among the rest), so that the real rules parse and
-    analyse it.
+    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale, a scaler
+    step and an import of a deprecated AMP namespace (somewhere among the rest), so that the real
+    rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -180,7 +185,11 @@ def training_program(draw: st.DrawFn) -> str:
         i for i, line in enumerate(first_loop) if not line.startswith((" ", "else", "except"))
     ]
     at = draw(st.sampled_from([*boundaries, len(first_loop)]))
-    first_loop[at:at] = ["scaler.scale(loss).backward()", draw(st.sampled_from(SCALE_READS))]
+    first_loop[at:at] = [
+        "scaler.scale(loss).backward()",
+        draw(st.sampled_from(SCALE_READS)),
+        "scaler.step(optimizer)",
+    ]
     lines += [draw(st.sampled_from(LOOPS)), *_indent(first_loop)]
     for _ in range(draw(st.integers(1, 3))):
         shape = draw(st.sampled_from(("loop", "helper", "hook")))
