@@ -25,8 +25,17 @@ _GRADIENT_SINKS = (Kind.OPTIMIZER_STEP, Kind.ZERO_GRAD)
 
 #: A scaler bound only to ``GradScaler(enabled=False)``: its scale is 1, ``step`` divides by 1.
 _DISABLED = "disabled"
-#: A scaler bound only to GradScaler constructors that are always enabled.
-_ALWAYS = "always"
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """When one construction of a scaler scales: ``GradScaler(enabled=args.amp)`` under
+    ``if torch.cuda.is_available():`` scales when both hold."""
+
+    #: What must hold for it to scale (none: it always does).
+    facts: frozenset[Fact]
+    #: Its ``enabled=`` expression, if not a literal.
+    enabled: cst.BaseExpression | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +53,13 @@ class UnscaledBackward:
 
 
 class ScalerSwitches:
-    """What each scaler name is bound to: ``GradScaler(enabled=False)`` (never scales), a
-    switch (``GradScaler(enabled=args.amp)``), or something that always scales."""
+    """How each scaler name is built: only ``GradScaler(enabled=False)`` (never scales), or the
+    `Switch`es under which its constructions scale."""
 
     def __init__(self, index: ModuleIndex, model: TrainingIterations) -> None:
         self._index = index
         self._aliases = model.aliases
+        self._facts = model.facts
         #: dotted name -> the values assigned to it anywhere in the module.
         self._values: dict[str, list[cst.BaseExpression]] = {}
         for assign in index.nodes(cst.Assign):
@@ -62,28 +72,28 @@ class ScalerSwitches:
             if name is not None and assign.value is not None:  # type: ignore[attr-defined]
                 self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
 
-    def of(self, scaler: str | None, where: cst.CSTNode) -> str | list[cst.BaseExpression] | None:
-        """`_DISABLED`, `_ALWAYS`, the ``enabled=`` expressions that switch it on, or None when
-        the module does not show how it is built (a parameter, ``accelerator.scaler``). A name
-        bound in the function around ``where`` is read from there alone: two functions may
-        each build a local ``scaler`` of their own."""
+    def of(self, scaler: str | None, where: cst.CSTNode) -> str | list[Switch] | None:
+        """`_DISABLED`, the `Switch`es of its constructions, or None when the module does not
+        show how it is built (a parameter, ``accelerator.scaler``). A name bound in the
+        function around ``where`` is read from there alone: two functions may each build a
+        local ``scaler`` of their own."""
         values = self._bound(scaler or "", where)
         if len(values) == 1 and (alias := dotted_name(values[0])) is not None:
             values = self._bound(alias, where)  # scaler = self.scaler
         if not values:
             return None
-        switches: list[cst.BaseExpression] = []
-        always = False
+        switches: list[Switch] = []
         for value in values:
             enabled = self._enabled(value)
             if enabled is None:
                 return None
-            if enabled == _ALWAYS:
-                always = True
-            elif enabled != _DISABLED:
-                switches.append(enabled)  # type: ignore[arg-type]
-        if always:
-            return _ALWAYS
+            if enabled == _DISABLED:
+                continue
+            facts = self._facts.conditions(value)
+            if isinstance(enabled, cst.BaseExpression):
+                switches.append(Switch(facts | self._facts.facts.of_test(enabled, True), enabled))
+            else:
+                switches.append(Switch(facts))
         return switches or _DISABLED
 
     def _bound(self, name: str, where: cst.CSTNode) -> list[cst.BaseExpression]:
@@ -93,8 +103,8 @@ class ScalerSwitches:
         return local if local and function is not None else values
 
     def _enabled(self, value: cst.BaseExpression) -> cst.BaseExpression | str | None:
-        """A GradScaler constructor's ``enabled=``: `_DISABLED` for ``False``, `_ALWAYS` for
-        ``True`` or none, the expression for a switch; None for what is not a constructor."""
+        """A GradScaler constructor's ``enabled=``: `_DISABLED` for ``False``, the expression
+        for a switch, ``""`` when it is always on; None for what is not a constructor."""
         if not isinstance(value, cst.Call):
             return None
         name = dotted_name(value.func)
@@ -107,9 +117,9 @@ class ScalerSwitches:
             if arg.keyword is not None and arg.keyword.value == "enabled":
                 flag = arg.value
                 if isinstance(flag, cst.Name) and flag.value in ("True", "False"):
-                    return _DISABLED if flag.value == "False" else _ALWAYS
+                    return _DISABLED if flag.value == "False" else ""
                 return flag
-        return _ALWAYS
+        return ""
 
 
 class BackwardWithoutScale(Rule):
@@ -363,13 +373,13 @@ for step, batch in enumerate(loader):
         ),
         Example(
             """\
-from torch.cuda.amp import GradScaler
+from torch.amp import GradScaler
 
 
 class Trainer:
     def __init__(self, model, optimizer):
         self.model, self.optimizer = model, optimizer
-        self.scaler = GradScaler()
+        self.scaler = GradScaler("cuda")
 
     def backward(self, loss):
         loss.backward()
@@ -466,14 +476,16 @@ class _Query:
             ):
                 continue
             for step in steps:
-                switch = self._switches.of(step.scaler, step.call)
-                if switch == _DISABLED or not self._reaches(iteration, backward, step):
+                switches = self._switches.of(step.scaler, step.call)
+                if switches == _DISABLED or not self._reaches(iteration, backward, step):
                     continue
-                enabling = switch if isinstance(switch, list) else []
-                if self._scaler_off(backward, step, enabling):
+                known = switches if isinstance(switches, list) else []
+                if self._scaler_off(backward, step, known):
                     continue
-                if switch is None and self._scaled_on_another_branch(iteration, backward, step):
+                always_on = any(not switch.facts for switch in known)
+                if not always_on and self._scaled_on_another_branch(iteration, backward, step):
                     continue
+                enabling = [switch.enabled for switch in known if switch.enabled is not None]
                 yield UnscaledBackward(
                     backward,
                     step,
@@ -527,10 +539,11 @@ class _Query:
             for plain in iteration.of(Kind.OPTIMIZER_STEP)
         )
 
-    def _scaler_off(self, backward: Event, step: Event, enabling: list[cst.BaseExpression]) -> bool:
+    def _scaler_off(self, backward: Event, step: Event, switches: list[Switch]) -> bool:
         """The backward only runs where the step's scaler is ``None``, falsy or disabled
-        (``if scaler is None:``, ``if not scaler.is_enabled():``), or where its ``enabled=``
-        switch is off (``GradScaler(enabled=args.amp)`` and ``if not args.amp:``)."""
+        (``if scaler is None:``, ``if not scaler.is_enabled():``), or where none of its
+        constructions scales (``GradScaler(enabled=args.amp)`` and ``if not args.amp:``; a
+        ``GradScaler()`` built under ``if args.fp16:`` and ``else:``)."""
         conditions = self._model.conditions(backward)
         scaler = step.scaler or ""
         off = {
@@ -541,14 +554,15 @@ class _Query:
         if conditions & off:
             return True
         facts = self._model.facts
-        return bool(enabling) and all(
-            facts.contradict(conditions, facts.facts.of_test(switch, True)) for switch in enabling
+        return bool(switches) and all(
+            switch.facts and facts.contradict(conditions, switch.facts) for switch in switches
         )
 
     def _scaled_on_another_branch(self, iteration: Iteration, backward: Event, step: Event) -> bool:
         """``if args.fp16: scaler.scale(loss).backward() else: loss.backward()`` with a scaler
-        built elsewhere: the branch is the scaler's switch (``GradScaler(enabled=args.fp16)``
-        is the common way to write it), so the plain arm runs with the scaler disabled."""
+        that is not always on (built elsewhere, switched, or built under a condition): the
+        branch is the scaler's switch, however spelled (``GradScaler(enabled=self.use_amp)``
+        and ``if args.fp16:``), so the plain arm runs with the scaler disabled."""
         return any(
             scaled.scaler == step.scaler and self._never_together(iteration, scaled, backward)
             for scaled in iteration.of(Kind.SCALED_BACKWARD)

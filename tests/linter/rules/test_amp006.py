@@ -378,6 +378,49 @@ def test_switched_scaler_with_the_backward_only_when_switched_off() -> None:
     )
 
 
+def test_scaler_built_under_a_flag_with_the_plain_backward_in_its_other_arm() -> None:
+    assert not lines(
+        """
+        import torch
+        class Trainer:
+            def __init__(self, args):
+                self.args = args
+                if args.fp16:
+                    self.scaler = torch.amp.GradScaler("cuda")
+            def fit(self, loader):
+                for batch in loader:
+                    loss = self.model(batch)
+                    if self.args.fp16:
+                        self.scaler.scale(loss).backward()
+                    else:
+                        loss.backward()
+                    if self.use_amp:
+                        self.scaler.step(self.optimizer)
+                        self.scaler.update()
+                    else:
+                        self.optimizer.step()
+        """
+    )
+
+
+def test_always_on_scaler_with_a_plain_backward_on_the_fp32_branch() -> None:
+    # GradScaler() scales with or without autocast: the fp32 branch still reaches its step.
+    assert lines(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            loss = model(batch)
+            if args.fp16:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    ) == [9]
+
+
 def test_fp32_discriminator_stepped_plainly_before_the_generator() -> None:
     assert not lines(
         """
