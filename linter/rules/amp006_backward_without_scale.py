@@ -9,7 +9,7 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import dotted_name
+from linter.rules._dotted_names import dotted_name, last_part
 from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.rules._module_index import ModuleIndex, module_index
 from linter.rules._path_facts import Fact
@@ -602,6 +602,13 @@ class _Query:
             targets = {dotted_name(t.target) for t in assign.targets}  # type: ignore[attr-defined]
             if name in targets and _is_scaling_call(assign.value):  # type: ignore[attr-defined]
                 return True
+        for update in self._index.nodes(cst.AugAssign):  # loss *= self.loss_scale
+            if (
+                dotted_name(update.target) == name  # type: ignore[attr-defined]
+                and isinstance(update.operator, cst.MultiplyAssign)  # type: ignore[attr-defined]
+                and _names_a_scale(update.value)  # type: ignore[attr-defined]
+            ):
+                return True
         return self._parameter_given_scaled(call, name)
 
     def _parameter_given_scaled(self, call: cst.Call, name: str) -> bool:
@@ -725,16 +732,28 @@ def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _is_scaling_call(node: cst.BaseExpression) -> bool:
-    """``<anything>.scale(x)`` / ``amp.scale_loss(x, opt)``, through ``cast(T, ...)``."""
+    """A scaled tensor's expression: ``<anything>.scale(x)``, ``amp.scale_loss(x, opt)``
+    (through ``cast(T, ...)``), or a hand-scaled ``loss * self.loss_scale`` /
+    ``loss * scaler.get_scale()`` (a custom scaler's static loss scale)."""
     while (
         isinstance(node, cst.Call) and dotted_name(node.func) in ("cast", "typing.cast")
     ) and len(node.args) == 2:
         node = node.args[1].value
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return _names_a_scale(node.left) or _names_a_scale(node.right)
     return (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Attribute)
         and node.func.attr.value in _SCALING_METHODS
     )
+
+
+def _names_a_scale(node: cst.BaseExpression) -> bool:
+    """``self.loss_scale``, ``scaler.get_scale()``, ``cur_scale``."""
+    if isinstance(node, cst.Call):
+        node = node.func
+    name = dotted_name(node)
+    return name is not None and "scale" in last_part(name).lower()
 
 
 def _one_line(text: str) -> str:

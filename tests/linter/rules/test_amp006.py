@@ -188,6 +188,8 @@ def test_conditional_zero_grad_does_not_clear_the_gradients_on_every_path() -> N
         "self.manual_backward(loss)",
         "model_engine.backward(loss)",
         "self.backward()",
+        "(loss * self.loss_scale).backward()",
+        "(scaler.get_scale() * loss).backward()",
     ],
 )
 def test_scaled_or_wrapped_backwards(backward: str) -> None:
@@ -218,6 +220,22 @@ def test_name_bound_to_a_scaled_loss_even_conditionally() -> None:
                 self.scaler.step(optimizer)
             else:
                 optimizer.step()
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    "scaling", ["loss = loss * self.loss_scale", "loss *= self.scaler.get_scale()"]
+)
+def test_loss_scaled_by_hand_before_the_backward(scaling: str) -> None:
+    assert not lines(
+        f"""
+        for batch in loader:
+            loss = model(batch)
+            {scaling}
+            loss.backward()
+            self.scaler.step(optimizer)
+            self.scaler.update()
         """
     )
 
