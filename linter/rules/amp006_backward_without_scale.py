@@ -168,6 +168,12 @@ class BackwardWithoutScale(Rule):
     neosr-project/neosr#31 fixed its GAN losses this way), and a framework that forgets it
     is a bug report (Lightning-AI/pytorch-lightning#4148, `manual_backward` under native AMP).
 
+    The part left unscaled is typically a second term — a regularizer or auxiliary loss
+    computed in fp32 "because it needs no scaling": it then contributes 65536 times less than
+    intended. NVIDIA/OpenSeq2Seq#127 fixed exactly that (an unscaled regularization term,
+    "effectively disabling" regularization under a large loss scale), and
+    ashawkey/stable-dreamfusion#158 reports one loss of several bypassing the scaler.
+
     A `scaler.scale(loss)` whose result is thrown away before `loss.backward()` is the same
     mistake: `scale` returns a new tensor and leaves `loss` as it was.
 
