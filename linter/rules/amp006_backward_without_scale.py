@@ -170,8 +170,8 @@ class BackwardWithoutScale(Rule):
 
     The part left unscaled is typically a second term — a regularizer or auxiliary loss
     computed in fp32 "because it needs no scaling": it then contributes 65536 times less than
-    intended. NVIDIA/OpenSeq2Seq#127 fixed exactly that (an unscaled regularization term,
-    "effectively disabling" regularization under a large loss scale), and
+    intended. NVIDIA/OpenSeq2Seq#127 fixed exactly that (an unscaled regularization term that
+    a large loss scale made all but ineffective), and
     ashawkey/stable-dreamfusion#158 reports one loss of several bypassing the scaler.
 
     A `scaler.scale(loss)` whose result is thrown away before `loss.backward()` is the same
