@@ -638,24 +638,44 @@ class _Query:
         return False
 
     def _discarded_scale(self, backward: Event) -> cst.Call | None:
-        """``scaler.scale(loss)`` as a statement of its own before ``loss.backward()``."""
+        """``scaler.scale(loss)`` before ``loss.backward()`` in the same function whose result
+        is never backpropagated: a statement of its own, or bound to a name that no backward
+        in the function starts from."""
         tensor = _backpropagated(backward.call)
         if tensor is None:
             return None
-        text = self._context.module.code_for_node(tensor).strip()
+        code = self._context.module.code_for_node
+        text = code(tensor).strip()
         function = self._index.enclosing_function(backward.call)
         for call in self._index.calls_named(".scale"):
-            statement = self._index.parent.get(call)
-            if (
-                isinstance(statement, cst.Expr)
-                and self._index.enclosing_function(call) is function
+            if not (
+                self._index.enclosing_function(call) is function
                 and self._model.receivers.looks_like(call.func.value)  # type: ignore[attr-defined]
                 and len(call.args) == 1
-                and self._context.module.code_for_node(call.args[0].value).strip() == text
+                and code(call.args[0].value).strip() == text
                 and self._index.order[call] < self._index.order[backward.call]
+            ):
+                continue
+            statement = self._index.parent.get(call)
+            if isinstance(statement, cst.Expr):
+                return call
+            if isinstance(statement, cst.Assign) and not any(
+                self._backpropagates(dotted_name(target.target), function)
+                for target in statement.targets
             ):
                 return call
         return None
+
+    def _backpropagates(self, name: str | None, function: cst.CSTNode | None) -> bool:
+        """Some backward in ``function`` starts from ``name`` (or the name is not plain)."""
+        if name is None:
+            return True
+        return any(
+            self._index.enclosing_function(call) is function
+            and (tensor := _backpropagated(call)) is not None
+            and dotted_name(tensor) == name
+            for call in self._index.calls_named(".backward")
+        )
 
     # -- the finding -------------------------------------------------------------------------
 
@@ -676,8 +696,10 @@ class _Query:
             message += f" whenever `{_one_line(code(first.switch))}` enables the scaler"
         related: list[tuple[cst.CSTNode, str]] = [(first.step.call, "the scaler step")]
         if first.discarded is not None:
-            message += f"; the result of `{_one_line(code(first.discarded))}` is thrown away"
-            related.append((first.discarded, "scaled loss thrown away"))
+            message += (
+                f"; the result of `{_one_line(code(first.discarded))}` is never backpropagated"
+            )
+            related.append((first.discarded, "scaled loss never backpropagated"))
         message += f"; backpropagate `{scaler}.scale({_one_line(tensor_text)})` instead"
         return Finding(
             first.backward.call, message, tuple(related), fix=self._fix(first.backward, found)

@@ -102,10 +102,23 @@ def test_discarded_scale_is_named_with_its_site() -> None:
             scaler.update()
         """
     )
-    assert "the result of `scaler.scale(loss)` is thrown away" in messages(source)[0]
+    assert "the result of `scaler.scale(loss)` is never backpropagated" in messages(source)[0]
     assert run_rule_related(BackwardWithoutScale, source) == [
-        (5, [(6, "the scaler step"), (4, "scaled loss thrown away")])
+        (5, [(6, "the scaler step"), (4, "scaled loss never backpropagated")])
     ]
+
+
+def test_scaled_loss_bound_to_a_name_never_backpropagated() -> None:
+    source = """
+        for batch in loader:
+            loss = model(batch)
+            scaled_loss = scaler.scale(loss)
+            loss.backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    assert lines(source) == [5]
+    assert "`scaler.scale(loss)` is never backpropagated" in messages(source)[0]
 
 
 def test_helper_backward_is_reported_where_written_once() -> None:
