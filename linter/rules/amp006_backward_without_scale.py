@@ -48,7 +48,7 @@ class UnscaledBackward:
     step: Event
     #: The scaler's ``enabled=`` switch (``args.amp``) when it has one: the bug needs it on.
     switch: cst.BaseExpression | None
-    #: ``scaler.scale(loss)`` written as a statement, its result thrown away, if any.
+    #: A ``scaler.scale(loss)`` before it whose result is never backpropagated, if any.
     discarded: cst.Call | None
 
 
@@ -174,7 +174,7 @@ class BackwardWithoutScale(Rule):
     a large loss scale made all but ineffective), and
     ashawkey/stable-dreamfusion#158 reports one loss of several bypassing the scaler.
 
-    A `scaler.scale(loss)` whose result is thrown away before `loss.backward()` is the same
+    A `scaler.scale(loss)` whose result is never used before `loss.backward()` is the same
     mistake: `scale` returns a new tensor and leaves `loss` as it was.
 
     ## Example
