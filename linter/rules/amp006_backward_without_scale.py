@@ -201,19 +201,38 @@ class BackwardWithoutScale(Rule):
         optimizer.zero_grad()
     ```
 
-    The fix (unsafe, `--unsafe-fixes`) wraps the loss in `scaler.scale(...)`, keeping the
-    backward's arguments (`retain_graph=True`), when the iteration's scaler is known, is the
-    only one that steps those gradients and can be named where the backward is written. It is
-    unsafe because it changes the gradients: review that no optimizer outside the scaler was
-    meant to take them.
+    ## Fix safety
+    The fix wraps the backpropagated tensor in `scaler.scale(...)` and keeps the backward's
+    arguments (`scaler.scale(aux / n).backward(retain_graph=True)`; for
+    `torch.autograd.backward(tensors, ...)` it scales `tensors`). It is offered when every
+    scaler step the gradients reach goes through one scaler and that scaler can be named where
+    the backward is written (the same function, or `self.<scaler>` in a method of the same
+    class). It is unsafe (`--unsafe-fixes`): it multiplies those gradients by the loss scale,
+    which is right only if no optimizer outside the scaler was meant to take them.
 
     ## Suppression
     Add `# noqa: AMP006` to the reported line when the unscaled gradients are intended.
+
+    ## References
+    - every loss through the same scaler: PyTorch's AMP examples, "Working with Multiple
+      Models, Losses, and Optimizers"
+      ([amp_examples](https://pytorch.org/docs/stable/notes/amp_examples.html)),
+      [neosr-project/neosr#31](https://github.com/neosr-project/neosr/pull/31)
+    - an unscaled term next to scaled ones:
+      [NVIDIA/OpenSeq2Seq#127](https://github.com/NVIDIA/OpenSeq2Seq/pull/127),
+      [ashawkey/stable-dreamfusion#158](https://github.com/ashawkey/stable-dreamfusion/issues/158)
+    - a backward that skipped the scaler in a framework:
+      [Lightning-AI/pytorch-lightning#4148](https://github.com/Lightning-AI/pytorch-lightning/issues/4148)
+    - torch's own check when nothing was scaled:
+      [Lightning-AI/pytorch-lightning#18510](https://github.com/Lightning-AI/pytorch-lightning/issues/18510),
+      [starrytong/SCNet#7](https://github.com/starrytong/SCNet/issues/7)
     """
 
     code = "AMP006"
     name = "backward-without-scale"
     summary = "`loss.backward()` on an unscaled loss whose gradients `scaler.step()` unscales"
+    #: Read by the rules index and the rule's page (``Rule.fix_availability`` on main).
+    fix_availability = UNSAFE
     triggers = ("backward",)
     valid = (
         Example(
