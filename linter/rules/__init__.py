@@ -7,6 +7,7 @@ from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
 from linter.rules.amp005_update_not_once_per_iteration import UpdateNotOncePerIteration
+from linter.rules.amp006_backward_without_scale import BackwardWithoutScale
 from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 
 #: Every rule, in code order.
@@ -15,11 +16,13 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
     UpdateNotOncePerIteration,
+    BackwardWithoutScale,
     StepBypassesScaler,
 )
 
 __all__ = [
     "ALL_RULES",
+    "BackwardWithoutScale",
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",

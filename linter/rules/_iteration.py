@@ -38,7 +38,7 @@ import libcst as cst
 from linter._rule import ModuleContext
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex, module_index
-from linter.rules._path_facts import PathFacts, path_facts
+from linter.rules._path_facts import Fact, PathFacts, path_facts
 from linter.rules._per_step import TRAVERSED_COLLECTIONS
 from linter.rules._scaler_receivers import scaler_receivers
 
@@ -222,8 +222,9 @@ class TrainingIterations:
             yield Event(Kind.CLIP, call)  # FSDP's FullyShardedDataParallel.clip_grad_norm_
 
     def _backward(self, call: cst.Call, receiver: cst.BaseExpression) -> Iterator[Event]:
+        receiver = _uncast(receiver)
         while isinstance(receiver, cst.BinaryOperation):  # (scaler.scale(loss) / n).backward()
-            receiver = receiver.left
+            receiver = _uncast(receiver.left)
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
             owner = receiver.func.value
             if receiver.func.attr.value == "scale" and self.receivers.looks_like(owner):
@@ -270,7 +271,7 @@ class TrainingIterations:
         """``scaled = scaler.scale(loss)``: name -> scaler text."""
         scaled = {}
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = _uncast(assign.value)  # type: ignore[attr-defined]
             if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
                 continue
             if value.func.attr.value != "scale" or not self.receivers.looks_like(value.func.value):
@@ -445,9 +446,61 @@ class TrainingIterations:
         """Every iteration that holds the call ``node``, written there or brought by a call."""
         return [it for it in self.iterations if any(e.call is node for e in it.events)]
 
+    def conditions(self, event: Event) -> frozenset[Fact]:
+        """Facts that hold whenever ``event`` runs, as its iteration sees it: the branch
+        conditions around its site and, for an event a call brings, those around it in the
+        called function, whose parameters are read as the call's arguments (``def
+        backward(loss, scaler): if scaler is not None: ...`` called as ``backward(loss,
+        self.scaler)`` gives ``self.scaler != None``)."""
+        facts = self.facts.conditions(event.site)
+        if event.via is None:
+            return facts
+        inner = self.facts.conditions(event.call)
+        callee = self._callee(event.via)
+        if callee is not None and callee is self._function_of(event.call):
+            bound = self._bound_arguments(callee, event.via)
+            inner = frozenset(_renamed(fact, bound) for fact in inner)
+        return facts | inner
+
+    def _bound_arguments(self, function: cst.FunctionDef, call: cst.Call) -> dict[str, str]:
+        """Parameter name -> source text of the argument ``call`` passes for it."""
+        params = list(function.params.params)
+        if isinstance(call.func, cst.Attribute) and params:  # self.f(...): skip ``self``
+            params = params[1:]
+        bound: dict[str, str] = {}
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        for param, arg in zip(params, positional, strict=False):
+            bound[param.name.value] = self.facts.facts.subject(arg.value)
+        for arg in call.args:
+            if arg.keyword is not None:
+                bound[arg.keyword.value] = self.facts.facts.subject(arg.value)
+        return bound
+
     def events_where(self, predicate: Callable[[Event], bool]) -> list[Event]:
         """Events written in the module (not brought by calls) that satisfy ``predicate``."""
         return [event for event in self.events if predicate(event)]
+
+
+def _renamed(fact: Fact, bound: dict[str, str]) -> Fact:
+    """``fact`` about a parameter (``scaler``, ``scaler.is_enabled()``) restated about the
+    argument bound to it."""
+    head = re.match(r"[A-Za-z_]\w*", fact.subject)
+    if head is None or head.group() not in bound:
+        return fact
+    subject = bound[head.group()] + fact.subject[head.end() :]
+    return Fact(subject, fact.relation, fact.value)
+
+
+def _uncast(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x`` of ``cast(torch.Tensor, x)`` / ``typing.cast(...)``: a type cast changes nothing
+    (composer and ignite write ``cast(torch.Tensor, scaler.scale(loss)).backward()``)."""
+    while (
+        isinstance(node, cst.Call)
+        and dotted_name(node.func) in ("cast", "typing.cast")
+        and len(node.args) == 2
+    ):
+        node = node.args[1].value
+    return node
 
 
 def _first_argument(call: cst.Call) -> str | None:

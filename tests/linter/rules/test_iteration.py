@@ -8,6 +8,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.rules._iteration import Kind, TrainingIterations, of_module
+from linter.rules._path_facts import Fact
 
 
 def iterations(source: str) -> TrainingIterations:
@@ -255,3 +256,49 @@ def test_a_scheduler_built_from_torch_optim_is_not_an_optimizer() -> None:
     assert not model.is_optimizer("lr_scheduler")
     assert not model.is_optimizer("swa")
     assert Kind.OPTIMIZER_STEP not in {e.kind for e in model.events}
+
+
+def test_a_typing_cast_around_the_scaled_loss_is_still_a_scaled_backward() -> None:
+    model = iterations(
+        """
+        from typing import cast
+        for batch in loader:
+            cast(torch.Tensor, scaler.scale(loss_fn(batch))).backward()
+            scaled = cast(torch.Tensor, scaler.scale(loss_fn(batch)))
+            scaled.backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    )
+    assert shape(model)[0][:2] == [
+        ("scaled backward", "scaler", None, False),
+        ("scaled backward", "scaler", None, False),
+    ]
+
+
+def test_conditions_of_an_event_a_call_brings_read_the_callers_arguments() -> None:
+    model = iterations(
+        """
+        class Trainer:
+            def backward(self, loss, grad_scaler):
+                if grad_scaler is not None:
+                    grad_scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+            def fit(self):
+                for batch in self.loader:
+                    if self.use_amp:
+                        self.backward(self.model(batch), grad_scaler=self.scaler)
+                    if self.scaler is not None:
+                        self.scaler.step(self.optimizer)
+                        self.scaler.update()
+        """
+    )
+    (loop,) = [it for it in model.iterations if it.of(Kind.BACKWARD)]
+    (plain,) = loop.of(Kind.BACKWARD)
+    (step,) = loop.of(Kind.SCALER_STEP)
+    facts = model.conditions(plain)
+    assert Fact("self.scaler", "==", None) in facts  # the helper's test, on the argument
+    assert Fact("self.use_amp", "is", True) in facts  # the call site's own condition
+    assert not loop.exclusive(plain, step)  # the sites alone do not tell
+    assert model.facts.contradict(facts, model.conditions(step))
