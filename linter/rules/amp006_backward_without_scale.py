@@ -231,7 +231,6 @@ class BackwardWithoutScale(Rule):
     code = "AMP006"
     name = "backward-without-scale"
     summary = "`loss.backward()` on an unscaled loss whose gradients `scaler.step()` unscales"
-    #: Read by the rules index and the rule's page (``Rule.fix_availability`` on main).
     fix_availability = UNSAFE
     triggers = ("backward",)
     valid = (

@@ -217,6 +217,7 @@ class StepBypassesScaler(Rule):
     code = "AMP007"
     name = "step-bypasses-scaler"
     summary = "optimizer.step() called directly on gradients of scaler.scale(loss).backward()"
+    fix_availability = UNSAFE
     triggers = (".scale(",)
     valid = (
         Example(
