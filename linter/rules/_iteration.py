@@ -426,6 +426,11 @@ class TrainingIterations:
 
     # -- questions rules ask -------------------------------------------------------------------
 
+    def callee(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function of this module whose events ``call`` brings into an iteration (a
+        module-level ``f(...)`` or ``self.f(...)`` of the caller's class), or None."""
+        return self._callee(call)
+
     def iteration_of(self, node: cst.CSTNode) -> Iteration | None:
         """The innermost iteration where the call ``node`` is written (not brought by a call)."""
         found = [

@@ -382,6 +382,11 @@ def _judge(
     if not steps:
         return False
     step = steps[0]
+    if any(
+        iteration.may_precede(clip, direct) and iteration.may_precede(direct, step)
+        for direct in iteration.of(Kind.OPTIMIZER_STEP)
+    ):
+        return False  # an optimizer stepped directly comes first: the clip is its business
     for unscale in iteration.of(Kind.UNSCALE):
         if iteration.may_precede(unscale, clip) and _unscales_for(unscale, step, iteration):
             return True
@@ -412,14 +417,29 @@ def _unscales_for(unscale: Event, step: Event, iteration: Iteration) -> bool:
 
 
 def _unscaling_calls(model: TrainingIterations, index: ModuleIndex) -> list[cst.Call]:
-    """Calls named like an unscale that are not ``<scaler>.unscale_(...)`` events."""
-    events = {event.call for event in model.events if event.kind is Kind.UNSCALE}
+    """Calls that may unscale without being ``<scaler>.unscale_(...)`` events: one named like an
+    unscale (``accelerator.unscale_gradients()``), or a call the model does not follow that is
+    handed a scaler (``unscale_and_clip(scaler, optimizer)``, ``hooks.before_clip(scaler)``)."""
+    events = {event.call for event in model.events}
     calls = []
     for call in index.nodes(cst.Call):
+        if call in events:
+            continue
         name = dotted_name(call.func)
-        if name is not None and call not in events and _UNSCALES_BY_NAME.search(last_part(name)):
+        named = name is not None and _UNSCALES_BY_NAME.search(last_part(name)) is not None
+        handed = any(_is_scaler(model, arg.value) for arg in call.args)
+        if named or (handed and not _followed(model, call)):
             calls.append(call)
     return calls
+
+
+def _is_scaler(model: TrainingIterations, value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name | cst.Attribute) and model.receivers.looks_like(value)
+
+
+def _followed(model: TrainingIterations, call: cst.Call) -> bool:
+    """The iteration model brings this call's events in: it runs a function of this module."""
+    return model.callee(call) is not None
 
 
 def _may_run_before(
