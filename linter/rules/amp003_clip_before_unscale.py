@@ -62,23 +62,43 @@ class ClipBeforeUnscale(Rule):
       or after a plain `loss.backward()` whose optimizer is stepped directly;
     - clips done by wrappers that unscale first: `accelerator.clip_grad_norm_`, Lightning's
       `clip_gradients`, DeepSpeed engines;
-    - a clip after `scaler.step(...)` (a warning-free no-op on the next iteration's gradients is
-      not this rule's business).
+    - a clip after `scaler.step(...)`: it no longer changes this step's update.
 
     Reading a gradient norm without clipping (`torch.nn.utils.get_total_norm`, a hand-written
     `p.grad.norm()`) is not reported: most such reads only log, and telling a logged norm from
     one that decides something needs data flow the linter does not track.
 
+    ### Fix
+    Unsafe (`--fix --unsafe-fixes`): inserts `<scaler>.unscale_(<optimizer>)` on its own line
+    before the clip's statement, with the scaler and optimizer of the `scaler.step(...)` that
+    follows. Offered only when that is one optimizer, the clip is a plain statement in the same
+    function as the step, not in a loop nested in the iteration (a second `unscale_` before
+    `update()` raises), and under every condition that guards the step (otherwise the inserted
+    call could run when the step does not — on the non-AMP path where the scaler may be `None`,
+    or on the micro-batches of gradient accumulation). Unsafe because it changes what the clip
+    does: that is the point, but training curves change.
+
     ## Why is this bad?
     After `scaler.scale(loss).backward()` every gradient is multiplied by the loss scale
     (65536 at the start, often far more later). `clip_grad_norm_(params, 1.0)` then measures a
     norm tens of thousands of times too large and shrinks every step's gradients to a tiny
-    fraction of their size — training converges very slowly or not at all (Lightning issues
-    #9330 and #9599, "loss converged very slow"; pytorch/examples #1196; catalyst #1319;
-    returnn #1590). `clip_grad_value_` cuts at a threshold that means nothing for scaled values.
-    PyTorch's AMP recipe says to call `scaler.unscale_(optimizer)` first; `scaler.step` then
-    does not unscale a second time. Fixes of this very bug: EveryDream2trainer PR #175,
-    milesial/Pytorch-UNet PR #470, TorchSSL PR #59.
+    fraction of their size: training converges very slowly or not at all ("the loss converged
+    very slow", a priority-0 Lightning bug:
+    [Lightning-AI/pytorch-lightning#9599](https://github.com/Lightning-AI/pytorch-lightning/issues/9599),
+    also [#9330](https://github.com/Lightning-AI/pytorch-lightning/issues/9330)).
+    `clip_grad_value_` cuts at a threshold that means nothing for scaled values. PyTorch's
+    [AMP examples](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping)
+    call `scaler.unscale_(optimizer)` first; `scaler.step` then does not unscale again.
+    `examples/clip_before_unscale.py` measures it on the CPU: the clip sees a norm of about
+    1e5 instead of 0.2, and after 60 steps the loss is ~90x higher than with `unscale_` first.
+
+    The same bug, reported and fixed in
+    [pytorch/examples#1196](https://github.com/pytorch/examples/issues/1196),
+    [catalyst#1319](https://github.com/catalyst-team/catalyst/issues/1319),
+    [returnn#1590](https://github.com/rwth-i6/returnn/issues/1590),
+    [EveryDream2trainer#175](https://github.com/victorchall/EveryDream2trainer/pull/175),
+    [Pytorch-UNet#470](https://github.com/milesial/Pytorch-UNet/pull/470) and
+    [TorchSSL#59](https://github.com/TorchSSL/TorchSSL/pull/59).
 
     ## Example
     ```python
@@ -103,19 +123,6 @@ class ClipBeforeUnscale(Rule):
         scaler.update()
     ```
 
-    ## Fix
-    Unsafe (`--fix --unsafe-fixes`): inserts `<scaler>.unscale_(<optimizer>)` on its own line
-    before the clip's statement, with the scaler and optimizer of the `scaler.step(...)` that
-    follows. Offered only when that is one optimizer, the clip is a plain statement in the same
-    function as the step, not in a loop nested in the iteration (a second `unscale_` before
-    `update()` raises), and under every condition that guards the step (otherwise the inserted
-    call could run when the step does not — on the non-AMP path where the scaler may be `None`,
-    or on the micro-batches of gradient accumulation). Unsafe because it changes what the clip
-    does: that is the point, but training curves change.
-
-    ## Suppression
-    Add `# noqa: AMP003` to the reported line when the gradients are known to be unscaled
-    already (for instance by a callback this file does not show).
     """
 
     code = "AMP003"
