@@ -407,8 +407,8 @@ def _judge(
     scaled = [b for b in backwards if b.kind is Kind.SCALED_BACKWARD]
     if scaled:
         return ScaledClip(clip, step, scaled[-1], iteration)
-    if backwards:
-        return False  # only a plain backward before it: not the scaled path
+    if iteration.of(Kind.SCALED_BACKWARD, Kind.BACKWARD):
+        return False  # a plain backward before it (the non-AMP path), or none before it
     return ScaledClip(clip, step, None, iteration)
 
 

@@ -298,6 +298,15 @@ def test_one_clip_reached_from_two_iterations_is_reported_once() -> None:
             scaler.step(optimizer)
             scaler.update()
         """,
+        # A clip before this iteration's backward does not clip what the backward makes.
+        """
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
         # Not torch's clip: an unimported look-alike.
         """
         for batch in loader:
@@ -319,6 +328,7 @@ def test_one_clip_reached_from_two_iterations_is_reported_once() -> None:
         "loop-over-optimizers",
         "unscale-named-call",
         "scaler-handed-to-a-function",
+        "clip-before-the-backward",
         "unimported-lookalike",
     ],
 )
