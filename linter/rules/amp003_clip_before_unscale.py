@@ -19,6 +19,9 @@ from linter.rules._module_index import ModuleIndex, module_index
 #: method defined in another module, may unscale the gradients first.
 _UNSCALES_BY_NAME = re.compile(r"unscale", re.IGNORECASE)
 
+#: Receivers of Accelerate's ``backward(loss)``: ``accelerator``, ``self._accelerator``.
+_ACCELERATOR = re.compile(r"^_*accelerator$", re.IGNORECASE)
+
 
 @dataclass(frozen=True, slots=True)
 class ScaledClip:
@@ -374,6 +377,75 @@ class Trainer:
                 if fix is not None:
                     fixed_steps.add(scaled.step.call)
             yield _finding(scaled, fix)
+        reported = set(found) | covered
+        yield from _after_accelerate_backward(context, model, index, unscaling_calls, reported)
+
+
+def _after_accelerate_backward(
+    context: ModuleContext,
+    model: TrainingIterations,
+    index: ModuleIndex,
+    unscaling_calls: list[cst.Call],
+    reported: set[cst.Call],
+) -> Iterable[Finding]:
+    """``accelerator.backward(loss)``, then torch's clip, then ``optimizer.step()``: under fp16
+    mixed precision Accelerate's backward scales the loss and its optimizer's ``step()``
+    unscales only then, so the clip sees scaled gradients (``accelerator.clip_grad_norm_``
+    unscales first). Not where the file pins another precision or uses DeepSpeed, whose engine
+    scales and clips by itself."""
+    backwards = [
+        call
+        for call in index.calls_named(".backward")
+        if call.args
+        and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]
+        and _ACCELERATOR.search(last_part(receiver))
+    ]
+    if not backwards or "deepspeed" in context.source.lower() or _never_fp16(index):
+        return
+    for iteration in model.iterations:
+        for clip in iteration.of(Kind.CLIP):
+            if clip.call in reported or not _clips_before_a_plain_step(iteration, clip):
+                continue
+            if any(iteration.may_precede(u, clip) for u in iteration.of(Kind.UNSCALE)) or any(
+                _may_run_before(model, index, call, clip) for call in unscaling_calls
+            ):
+                continue
+            backward = next((b for b in backwards if _may_run_before(model, index, b, clip)), None)
+            if backward is None:
+                continue
+            reported.add(clip.call)
+            function = last_part(dotted_name(clip.call.func) or "clip_grad_norm_")
+            receiver = dotted_name(backward.func.value)  # type: ignore[attr-defined]
+            message = (
+                f"`{function}` after `{receiver}.backward(...)` clips gradients that are still "
+                f"multiplied by the loss scale when Accelerate runs fp16 mixed precision; use "
+                f"`{receiver}.{function}(...)`, which unscales them first"
+            )
+            yield Finding(clip.call, message, related=((backward, "Accelerate backward"),))
+
+
+def _clips_before_a_plain_step(iteration: Iteration, clip: Event) -> bool:
+    """An ``optimizer.step()`` and no ``scaler.step`` may follow the clip."""
+    follows = [
+        step
+        for step in iteration.of(Kind.OPTIMIZER_STEP, Kind.SCALER_STEP)
+        if iteration.may_precede(clip, step)
+    ]
+    return bool(follows) and all(step.kind is Kind.OPTIMIZER_STEP for step in follows)
+
+
+def _never_fp16(index: ModuleIndex) -> bool:
+    """Every ``Accelerator(...)`` of the file pins a precision other than fp16."""
+    pinned = []
+    for call in index.calls_named("Accelerator") + index.calls_named(".Accelerator"):
+        value = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == "mixed_precision"),
+            None,
+        )
+        if not isinstance(value, cst.SimpleString):
+            return False
+        pinned.append(value.evaluated_value)
+    return bool(pinned) and "fp16" not in pinned
 
 
 def _judge(

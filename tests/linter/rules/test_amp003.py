@@ -342,6 +342,50 @@ def test_files_without_a_clip_and_a_step_are_not_parsed() -> None:
     assert ClipBeforeUnscale.wants("clip_grad_norm_(p, 1.0)\nscaler.step(opt)\n")
 
 
+# -- Accelerate ----------------------------------------------------------------------------------
+
+ACCELERATE_LOOP = """
+from accelerate import Accelerator
+import torch
+accelerator = Accelerator({options})
+for batch in loader:
+    accelerator.backward(model(**batch).loss)
+    {before}
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def test_torch_clip_after_accelerate_backward_is_reported() -> None:
+    source = textwrap.dedent(ACCELERATE_LOOP.format(options="", before="pass"))
+    ((line, _column, message),) = run_rule(ClipBeforeUnscale, source)
+    assert line == 8
+    assert "`accelerator.clip_grad_norm_(...)`" in message
+    assert run_rule_related(ClipBeforeUnscale, source) == [(8, [(6, "Accelerate backward")])]
+
+
+@pytest.mark.parametrize(
+    ("options", "before"),
+    [
+        ('mixed_precision="bf16"', "pass"),
+        ('mixed_precision="no"', "pass"),
+        ("", "accelerator.unscale_gradients()"),
+        ('deepspeed_plugin="ds_config.json"', "pass"),
+    ],
+    ids=["pinned-bf16", "pinned-no", "unscale-gradients", "deepspeed"],
+)
+def test_accelerate_clip_is_not_reported_when_fp16_is_ruled_out_or_unscaled(
+    options: str, before: str
+) -> None:
+    assert not lines(ACCELERATE_LOOP.format(options=options, before=before))
+
+
+def test_accelerate_clip_is_reported_when_fp16_is_a_runtime_choice() -> None:
+    source = ACCELERATE_LOOP.format(options="mixed_precision=args.mixed_precision", before="pass")
+    assert lines(source) == [8]
+
+
 # -- the fix -------------------------------------------------------------------------------------
 
 LOOP = """\
