@@ -55,6 +55,13 @@ class ClipBeforeUnscale(Rule):
     calls `self.scaler.step(...)` with the backward written elsewhere is reported when the
     scaler is provably a `GradScaler` and nothing in the file unscales it.
 
+    Accelerate's variant is reported too: torch's clip after `accelerator.backward(loss)` and
+    before a plain `optimizer.step()`, with no `accelerator.unscale_gradients()` before it.
+    Under fp16 mixed precision Accelerate's backward scales the loss and the prepared
+    optimizer's `step()` unscales only then; `accelerator.clip_grad_norm_` unscales first. Not
+    where every `Accelerator(...)` of the file pins another precision
+    (`mixed_precision="bf16"`), nor with DeepSpeed, whose engine scales and clips itself.
+
     Not reported:
 
     - an `unscale_` of the stepped optimizer (or of an unknown one) on some path before the clip,
