@@ -532,9 +532,11 @@ def _may_run_before(
     model: TrainingIterations, index: ModuleIndex, call: cst.Call, clip: Event
 ) -> bool:
     """``call`` is in the function that clips (or that calls the clipping function) and may run
-    before the clip."""
+    before the clip in one iteration: written above it on a path that reaches it (not below it,
+    which runs before the next iteration's clip only)."""
     return any(
         index.enclosing_function(call) is index.enclosing_function(target)
+        and model.facts.precedes_in_source(call, target)
         and model.facts.may_precede(call, target)
         for target in (clip.call, clip.site)
     )

@@ -70,6 +70,21 @@ def test_clip_inside_the_accumulation_micro_loop_is_reported() -> None:
     ) == [10]
 
 
+def test_a_checkpoint_save_handed_the_scaler_after_the_step_does_not_hide_the_clip() -> None:
+    assert lines(
+        """
+        import torch
+        for step, batch in enumerate(loader):
+            scaler.scale(model(batch)).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            if step % 1000 == 0:
+                save_checkpoint(model, optimizer, scaler)
+        """
+    ) == [5]
+
+
 def test_clip_and_backward_in_methods_called_from_the_loop() -> None:
     assert lines(
         """
