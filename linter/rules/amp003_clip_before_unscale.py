@@ -70,6 +70,8 @@ class ClipBeforeUnscale(Rule):
       (`accelerator.unscale_gradients()`, `self._unscale_grads()`);
     - a clip on the non-AMP path (`if scaler: scaled backward ... else: loss.backward(); clip`),
       or after a plain `loss.backward()` whose optimizer is stepped directly;
+    - a clip of a scaler that the file also unscales in a function no iteration reaches (a hook
+      or callback method that the trainer may call between backward and clip);
     - clips done by wrappers that unscale first: `accelerator.clip_grad_norm_`, Lightning's
       `clip_gradients`, DeepSpeed engines;
     - a clip after `scaler.step(...)`: it no longer changes this step's update.
@@ -372,9 +374,16 @@ class Trainer:
                     before = found.get(clip.call)
                     if before is None or (before.backward is None and verdict.backward):
                         found[clip.call] = verdict
+        # An unscale_ in a function no iteration reaches (a hook, a callback's method) may be
+        # called between backward and clip in ways this file does not show.
+        unreached = {
+            last_part(event.scaler)
+            for event in model.events
+            if event.kind is Kind.UNSCALE and event.scaler and not model.holding(event.call)
+        }
         fixed_steps: set[cst.Call] = set()
         for call, scaled in sorted(found.items(), key=lambda item: index.order[item[0]]):
-            if call in covered:
+            if call in covered or last_part(scaled.step.scaler or "") in unreached:
                 continue
             if scaled.backward is None and not _unscaled_nowhere(model, scaled, unscaling_calls):
                 continue

@@ -322,6 +322,19 @@ def test_one_clip_reached_from_two_iterations_is_reported_once() -> None:
             scaler.step(optimizer)
             scaler.update()
         """,
+        # A hook of this file unscales; the trainer calls its hooks in ways not followed here.
+        """
+        class UnscaleHook(HookBase):
+            def after_backward(self):
+                self.trainer.scaler.unscale_(self.trainer.optimizer)
+        class Trainer:
+            def run_step(self):
+                self.scaler.scale(self.loss()).backward()
+                self.call_hooks("after_backward")
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """,
         # Not torch's clip: an unimported look-alike.
         """
         for batch in loader:
@@ -344,6 +357,7 @@ def test_one_clip_reached_from_two_iterations_is_reported_once() -> None:
         "unscale-named-call",
         "scaler-handed-to-a-function",
         "clip-before-the-backward",
+        "unscale-in-an-unreached-hook",
         "unimported-lookalike",
     ],
 )
