@@ -392,7 +392,7 @@ class Trainer:
                 fix = _unscale_fix(context, model, index, scaled)
                 if fix is not None:
                     fixed_steps.add(scaled.step.call)
-            yield _finding(scaled, fix)
+            yield _finding(scaled, fix, index, model)
         reported = set(found) | covered
         yield from _after_accelerate_backward(context, model, index, unscaling_calls, reported)
 
@@ -570,16 +570,29 @@ def _unscaled_nowhere(
     )
 
 
-def _finding(scaled: ScaledClip, fix: NodeFix | None) -> Finding:
+def _finding(
+    scaled: ScaledClip, fix: NodeFix | None, index: ModuleIndex, model: TrainingIterations
+) -> Finding:
     clip = scaled.clip.call
     scaler = scaled.step.scaler or "scaler"
     optimizer = scaled.step.optimizer or "optimizer"
     function = last_part(dotted_name(clip.func) or "clip_grad_norm_")
+    if _in_a_nested_loop(index, scaled):
+        advice = (
+            "it runs in a loop inside the iteration (micro-batches?): clip once, after the loop "
+            f"and after `{scaler}.unscale_({optimizer})`"
+        )
+    elif not _under_the_steps_conditions(index, model, scaled):
+        advice = (
+            f"clip under the conditions where `{scaler}.step({optimizer})` runs, after "
+            f"`{scaler}.unscale_({optimizer})`"
+        )
+    else:
+        advice = f"call `{scaler}.unscale_({optimizer})` before it"
     message = (
-        f"`{function}` clips gradients still multiplied by the loss scale: call "
-        f"`{scaler}.unscale_({optimizer})` before it (nothing unscales them before "
-        f"`{scaler}.step({optimizer})` in this iteration), or the threshold applies to the "
-        f"scaled values"
+        f"`{function}` clips gradients still multiplied by the loss scale (no "
+        f"`{scaler}.unscale_({optimizer})` runs before it in the iteration that calls "
+        f"`{scaler}.step({optimizer})`), so its threshold applies to scaled values; {advice}"
     )
     related: list[tuple[cst.CSTNode, str]] = []
     if scaled.backward is not None:
@@ -605,12 +618,9 @@ def _unscale_fix(
     function = index.enclosing_function(clip)
     if function is not index.enclosing_function(step.call):
         return None
-    for ancestor in index.ancestors(clip):
-        if ancestor is iteration.scope or ancestor is function:
-            break
-        if isinstance(ancestor, cst.For | cst.While):
-            return None  # a micro-batch loop: a second unscale_ before update() raises
-    if not set(model.facts.arms(step.call)) <= set(model.facts.arms(clip)):
+    if _in_a_nested_loop(index, scaled):
+        return None  # a micro-batch loop: a second unscale_ before update() raises
+    if not _under_the_steps_conditions(index, model, scaled):
         return None
     line, block = _statement_line(index, clip)
     if line is None or block is None:
@@ -625,6 +635,28 @@ def _unscale_fix(
     statement = cst.parse_statement(f"{step.scaler}.unscale_({step.optimizer})\n")
     new = cst.IndentedBlock(body=[statement], header=header, indent=indent)
     return NodeFix(f"call `{step.scaler}.unscale_({step.optimizer})` first", ((old, new),), UNSAFE)
+
+
+def _under_the_steps_conditions(
+    index: ModuleIndex, model: TrainingIterations, scaled: ScaledClip
+) -> bool:
+    """Every ``if`` around the step (in its function) is around the clip too, in the same arm:
+    where the clip runs, the step follows (not so under ``if (i + 1) % accum == 0: step``)."""
+    clip, step = scaled.clip.call, scaled.step.call
+    if index.enclosing_function(clip) is not index.enclosing_function(step):
+        return True  # across functions the conditions are not comparable: say nothing
+    return set(model.facts.arms(step)) <= set(model.facts.arms(clip))
+
+
+def _in_a_nested_loop(index: ModuleIndex, scaled: ScaledClip) -> bool:
+    """The clip sits in a loop inside its iteration (or inside the function that clips)."""
+    function = index.enclosing_function(scaled.clip.call)
+    for ancestor in index.ancestors(scaled.clip.call):
+        if ancestor is scaled.iteration.scope or ancestor is function:
+            return False
+        if isinstance(ancestor, cst.For | cst.While):
+            return True
+    return False
 
 
 def _statement_line(

@@ -85,6 +85,37 @@ def test_a_checkpoint_save_handed_the_scaler_after_the_step_does_not_hide_the_cl
     ) == [5]
 
 
+@pytest.mark.parametrize(
+    ("shape", "advice"),
+    [
+        (
+            "for micro in batch.split(4):\n        scaler.scale(model(micro)).backward()\n"
+            "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    if True:\n        scaler.step(optimizer)",
+            "clip once, after the loop and after `scaler.unscale_(optimizer)`",
+        ),
+        (
+            "scaler.scale(model(batch)).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    if (i + 1) % accum == 0:\n        scaler.step(optimizer)",
+            "clip under the conditions where `scaler.step(optimizer)` runs, after "
+            "`scaler.unscale_(optimizer)`",
+        ),
+        (
+            "scaler.scale(model(batch)).backward()\n"
+            "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "    scaler.step(optimizer)",
+            "; call `scaler.unscale_(optimizer)` before it",
+        ),
+    ],
+    ids=["micro-loop", "step-under-a-guard", "plain"],
+)
+def test_the_message_says_where_to_clip(shape: str, advice: str) -> None:
+    source = f"import torch\nfor i, batch in enumerate(loader):\n    {shape}\n"
+    ((_line, _column, message),) = run_rule(ClipBeforeUnscale, source)
+    assert message.endswith(advice)
+
+
 def test_clip_and_backward_in_methods_called_from_the_loop() -> None:
     assert lines(
         """
