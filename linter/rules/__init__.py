@@ -5,6 +5,7 @@ from __future__ import annotations
 from linter._rule import Rule
 from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
+from linter.rules.amp003_clip_before_unscale import ClipBeforeUnscale
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
 from linter.rules.amp005_update_not_once_per_iteration import UpdateNotOncePerIteration
 from linter.rules.amp006_backward_without_scale import BackwardWithoutScale
@@ -14,6 +15,7 @@ from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 ALL_RULES: tuple[type[Rule], ...] = (
     GetScaleEveryStep,
     Fp16AmpWithBf16Checkpoint,
+    ClipBeforeUnscale,
     DeprecatedAmpApi,
     UpdateNotOncePerIteration,
     BackwardWithoutScale,
@@ -23,6 +25,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
 __all__ = [
     "ALL_RULES",
     "BackwardWithoutScale",
+    "ClipBeforeUnscale",
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",

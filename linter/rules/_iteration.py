@@ -52,8 +52,8 @@ class Kind(enum.Enum):
     BACKWARD = "backward"
     #: ``scaler.unscale_(optimizer)``.
     UNSCALE = "unscale_"
-    #: ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_`` (any alias), or an FSDP
-    #: module's ``clip_grad_norm_`` method.
+    #: ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_`` / ``clip_grads_with_norm_``
+    #: (any alias), or an FSDP module's ``clip_grad_norm_`` method.
     CLIP = "clip"
     #: ``scaler.step(optimizer)``.
     SCALER_STEP = "scaler step"
@@ -75,6 +75,8 @@ CLIP_FUNCTIONS = frozenset(
         for module in ("", ".clip_grad")
         for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
     }
+    # torch >= 2.6 splits clip_grad_norm_ into get_total_norm + clip_grads_with_norm_.
+    | {"torch.nn.utils.clip_grads_with_norm_", "torch.nn.utils.clip_grad.clip_grads_with_norm_"}
 )
 
 #: Receivers whose clip/backward/step methods apply the AMP recipe themselves (Accelerate,
@@ -430,6 +432,11 @@ class TrainingIterations:
         return None
 
     # -- questions rules ask -------------------------------------------------------------------
+
+    def callee(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function of this module whose events ``call`` brings into an iteration (a
+        module-level ``f(...)`` or ``self.f(...)`` of the caller's class), or None."""
+        return self._callee(call)
 
     def iteration_of(self, node: cst.CSTNode) -> Iteration | None:
         """The innermost iteration where the call ``node`` is written (not brought by a call)."""

@@ -63,6 +63,8 @@ STEP = (
     "scaler.scale(loss)",
     "scaler.unscale_(optimizer)",
     "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
+    "norm = torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)",
+    "accelerator.clip_grad_norm_(model.parameters(), 1.0)",
     "scaler.step(optimizer)",
     "scaler.update()",
     "optimizer.step()",
@@ -156,15 +158,17 @@ FP16_SWITCHES = tuple(line for line in SCALERS if "Scaler" in line or "fp16" in 
 SCALE_READS = tuple(
     line for line in STEP if any(read in line for read in ("get_scale", "._scale", '"scale"'))
 )
+#: Gradient clips (one is always drawn, with a ``scaler.step``, so AMP003 parses the program).
+CLIPS = tuple(line for line in STEP if "clip_grad" in line)
 
 
 @st.composite
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 switch, a scaled backward and a scaler step, a read of
-    the scale and an import of a deprecated AMP namespace (somewhere among the rest), so that the
-    real rules parse and analyse it.
+    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale, a gradient
+    clip, a ``scaler.step`` and an import of a deprecated AMP namespace (somewhere among the
+    rest), so that the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -185,12 +189,15 @@ def training_program(draw: st.DrawFn) -> str:
     boundaries = [
         i for i, line in enumerate(first_loop) if not line.startswith((" ", "else", "except"))
     ]
-    at = draw(st.sampled_from([*boundaries, len(first_loop)]))
-    first_loop[at:at] = [
-        "scaler.scale(loss).backward()",
-        draw(st.sampled_from(SCALE_READS)),
-        "scaler.step(optimizer)",
+    inserts = [
+        ["scaler.scale(loss).backward()", draw(st.sampled_from(SCALE_READS))],
+        [draw(st.sampled_from(CLIPS))],
+        ["scaler.step(optimizer)"],
     ]
+    spots = [draw(st.sampled_from([*boundaries, len(first_loop)])) for _ in inserts]
+    # From the last spot back, so earlier spots stay valid; at one spot, in the order above.
+    for at, _order, statements in sorted(zip(spots, range(3), inserts, strict=True), reverse=True):
+        first_loop[at:at] = statements
     lines += [draw(st.sampled_from(LOOPS)), *_indent(first_loop)]
     for _ in range(draw(st.integers(1, 3))):
         shape = draw(st.sampled_from(("loop", "helper", "hook")))

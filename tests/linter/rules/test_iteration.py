@@ -302,3 +302,50 @@ def test_conditions_of_an_event_a_call_brings_read_the_callers_arguments() -> No
     assert Fact("self.use_amp", "is", True) in facts  # the call site's own condition
     assert not loop.exclusive(plain, step)  # the sites alone do not tell
     assert model.facts.contradict(facts, model.conditions(step))
+
+
+def test_torch_2_6_split_clip_is_a_clip_event() -> None:
+    model = iterations(
+        """
+        from torch.nn.utils import clip_grads_with_norm_, get_total_norm
+        for batch in loader:
+            scaler.scale(loss).backward()
+            total = get_total_norm([p.grad for p in model.parameters()])
+            clip_grads_with_norm_(model.parameters(), 1.0, total)
+            scaler.step(optimizer)
+        """
+    )
+    assert [e.kind for e in model.events] == [Kind.SCALED_BACKWARD, Kind.CLIP, Kind.SCALER_STEP]
+
+
+def test_callee_is_the_function_whose_events_a_call_brings() -> None:
+    model = iterations(
+        """
+        def clip(model):
+            pass
+        class Trainer:
+            def unscale(self):
+                pass
+            def fit(self):
+                clip(self.model)
+                self.unscale()
+                self.other.unscale()
+                helpers.clip(self.model)
+        """
+    )
+    calls = {cst.Module([]).code_for_node(call.func): call for call in _calls(model)}
+    assert model.callee(calls["clip"]).name.value == "clip"
+    assert model.callee(calls["self.unscale"]).name.value == "unscale"
+    assert model.callee(calls["self.other.unscale"]) is None
+    assert model.callee(calls["helpers.clip"]) is None
+
+
+def _calls(model: TrainingIterations) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(node)
+
+    model._index.module.visit(Collect())
+    return found

@@ -10,6 +10,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 #: What `amp-lint examples/` must report, as the examples' docstrings describe.
 EXPECTED_EXAMPLE_FINDINGS = {
+    ("clip_before_unscale.py", 27, "AMP003"),
     ("deprecated_cuda_amp_api.py", 16, "AMP004"),
     ("deprecated_cuda_amp_api.py", 42, "AMP004"),
     ("finetune_bf16_checkpoint_in_fp16.py", 30, "AMP002"),

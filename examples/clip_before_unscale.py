@@ -1,0 +1,37 @@
+"""fp16 AMP with gradient clipping, done before the gradients are unscaled.
+
+What to notice: after `scaler.scale(loss).backward()` every gradient is multiplied by the loss
+scale (65536 here). `clip_grad_norm_(..., max_norm=1.0)` measures that inflated norm and shrinks
+the gradients to a norm of 1 *in scaled units*; `scaler.step()` then divides by 65536, so every
+update is tens of thousands of times smaller than intended and the loss barely moves. amp-lint
+reports the clip (AMP003); `amp-lint --fix --unsafe-fixes` inserts `scaler.unscale_(optimizer)`
+before it, which is what clip_after_unscale.py does. Runs on the CPU.
+"""
+
+import torch
+from torch import nn
+
+
+def train(steps: int = 60, device: str = "cpu", max_norm: float = 1.0) -> float:
+    torch.manual_seed(0)
+    x = torch.randn(512, 16, device=device)
+    y = x @ torch.randn(16, 1, device=device) + 0.1 * torch.randn(512, 1, device=device)
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler(device)
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.float16):
+            loss = nn.functional.mse_loss(model(x).float(), y)
+        scaler.scale(loss).backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+    print(f"gradient norm the clip saw at the last step: {norm.item():.3g}")
+    final = nn.functional.mse_loss(model(x), y).item()
+    print(f"final loss {final:.4f}")
+    return final
+
+
+if __name__ == "__main__":
+    train()

@@ -1,0 +1,721 @@
+"""AMP003 clip-before-unscale."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter._fix import UNSAFE, NodeFix
+from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.rules._dotted_names import dotted_name, last_part
+from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
+from linter.rules._module_index import ModuleIndex, module_index
+
+#: Calls that unscale without being ``<scaler>.unscale_(...)``: a trainer's or wrapper's own
+#: ``unscale_gradients()``, ``_unscale_grads()``... A call of one before the clip, even of a
+#: method defined in another module, may unscale the gradients first.
+_UNSCALES_BY_NAME = re.compile(r"unscale", re.IGNORECASE)
+
+#: Receivers of Accelerate's ``backward(loss)``: ``accelerator``, ``self._accelerator``.
+_ACCELERATOR = re.compile(r"^_*accelerator$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaledClip:
+    """A clip of gradients that may still carry the loss scale, as one iteration shows it."""
+
+    #: The clip, as its iteration sees it (``via`` set when a called function does it).
+    clip: Event
+    #: The first ``scaler.step(optimizer)`` that may follow it.
+    step: Event
+    #: The scaled backward that may precede it, or None when none is written in the
+    #: iteration (a trainer's ``optimizer_step(self)`` that clips and steps).
+    backward: Event | None
+    #: The iteration.
+    iteration: Iteration
+
+
+class ClipBeforeUnscale(Rule):
+    """Clipping gradients that are still multiplied by the loss scale.
+
+    ## What it does
+    Flags `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` / `clip_grads_with_norm_`
+    (under any import alias; also an FSDP module's `clip_grad_norm_` method) that runs after
+    `scaler.scale(loss).backward()` and before `scaler.step(optimizer)` in one training
+    iteration, with no `scaler.unscale_(optimizer)` that may run before it in that iteration.
+
+    An iteration is a loop body or a per-step function (`train_step`, a Lightning hook, an
+    optimizer wrapper's `step`), with the functions of the same file it calls: a backward in
+    `self.backward(loss)` and a clip in `self.clip_gradients()` belong to the loop that calls
+    them. A micro-batch loop inside it (gradient accumulation) is part of the iteration, so a
+    clip after every micro-batch backward is reported too. A trainer method that clips and then
+    calls `self.scaler.step(...)` with the backward written elsewhere is reported when the
+    scaler is provably a `GradScaler` and nothing in the file unscales it.
+
+    Accelerate's variant is reported too: torch's clip after `accelerator.backward(loss)` and
+    before a plain `optimizer.step()`, with no `accelerator.unscale_gradients()` before it.
+    Under fp16 mixed precision Accelerate's backward scales the loss and the prepared
+    optimizer's `step()` unscales only then; `accelerator.clip_grad_norm_` unscales first. Not
+    where every `Accelerator(...)` of the file pins another precision
+    (`mixed_precision="bf16"`), nor with DeepSpeed, whose engine scales and clips itself.
+
+    Not reported:
+
+    - an `unscale_` of the stepped optimizer (or of an unknown one) on some path before the clip,
+      even under its own condition (nanoGPT's `if grad_clip != 0.0: scaler.unscale_(optimizer)`),
+      or in a method called before the clip; any call whose name says it unscales
+      (`accelerator.unscale_gradients()`, `self._unscale_grads()`);
+    - a clip on the non-AMP path (`if scaler: scaled backward ... else: loss.backward(); clip`),
+      or after a plain `loss.backward()` whose optimizer is stepped directly;
+    - a clip of a scaler that the file also unscales in a function no iteration reaches (a hook
+      or callback method that the trainer may call between backward and clip);
+    - clips done by wrappers that unscale first: `accelerator.clip_grad_norm_`, Lightning's
+      `clip_gradients`, DeepSpeed engines;
+    - a clip after `scaler.step(...)`: it no longer changes this step's update.
+
+    Reading a gradient norm without clipping (`torch.nn.utils.get_total_norm`, a hand-written
+    `p.grad.norm()`) is not reported: most such reads only log, and telling a logged norm from
+    one that decides something needs data flow the linter does not track.
+
+    ### Fix
+    Unsafe (`--fix --unsafe-fixes`): inserts `<scaler>.unscale_(<optimizer>)` on its own line
+    before the clip's statement, with the scaler and optimizer of the `scaler.step(...)` that
+    follows. Offered only when that is one optimizer, the clip is a plain statement in the same
+    function as the step, not in a loop nested in the iteration (a second `unscale_` before
+    `update()` raises), and under every condition that guards the step (otherwise the inserted
+    call could run when the step does not — on the non-AMP path where the scaler may be `None`,
+    or on the micro-batches of gradient accumulation). Unsafe because it changes what the clip
+    does: that is the point, but training curves change.
+
+    ## Why is this bad?
+    After `scaler.scale(loss).backward()` every gradient is multiplied by the loss scale
+    (65536 at the start, often far more later). `clip_grad_norm_(params, 1.0)` then measures a
+    norm tens of thousands of times too large and shrinks every step's gradients to a tiny
+    fraction of their size: training converges very slowly or not at all ("the loss converged
+    very slow", a priority-0 Lightning bug:
+    [Lightning-AI/pytorch-lightning#9599](https://github.com/Lightning-AI/pytorch-lightning/issues/9599),
+    also [#9330](https://github.com/Lightning-AI/pytorch-lightning/issues/9330)).
+    `clip_grad_value_` cuts at a threshold that means nothing for scaled values. PyTorch's
+    [AMP examples](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping)
+    call `scaler.unscale_(optimizer)` first; `scaler.step` then does not unscale again.
+    `examples/clip_before_unscale.py` measures it on the CPU: the clip sees a norm of about
+    1e5 instead of 0.2, and after 60 steps the loss is ~90x higher than with `unscale_` first.
+
+    The same bug, reported and fixed in
+    [pytorch/examples#1196](https://github.com/pytorch/examples/issues/1196),
+    [catalyst#1319](https://github.com/catalyst-team/catalyst/issues/1319),
+    [returnn#1590](https://github.com/rwth-i6/returnn/issues/1590),
+    [EveryDream2trainer#175](https://github.com/victorchall/EveryDream2trainer/pull/175),
+    [Pytorch-UNet#470](https://github.com/milesial/Pytorch-UNet/pull/470) and
+    [TorchSSL#59](https://github.com/TorchSSL/TorchSSL/pull/59).
+
+    ## Example
+    ```python
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    """
+
+    code = "AMP003"
+    name = "clip-before-unscale"
+    summary = "gradients are clipped while still multiplied by the loss scale (no unscale_ first)"
+    # Every clip function is named `clip_grad...`; the step it precedes is `<scaler>.step(`.
+    fix_availability = UNSAFE
+    triggers = ("clip_grad",)
+    valid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    scaler.scale(loss_fn(model(x), y)).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+"""
+        ),
+        Example(
+            """\
+for it in range(max_iters):
+    scaler.scale(loss).backward()
+    if grad_clip != 0.0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+"""
+        ),
+        Example(
+            """\
+import torch
+
+
+class Trainer:
+    def unscale_and_clip(self):
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+
+    def fit(self, loader):
+        for batch in loader:
+            self.scaler.scale(self.model(batch)).backward()
+            self.unscale_and_clip()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+"""
+        ),
+        Example(
+            """\
+import torch
+
+for batch in loader:
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+"""
+        ),
+        Example(
+            """\
+for batch in train_dataloader:
+    accelerator.backward(model(**batch).loss)
+    accelerator.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+        ),
+        Example(
+            """\
+from torch.nn.utils import clip_grad_norm_
+
+for batch in loader:
+    model(batch).backward()
+    clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+"""
+        ),
+        Example(
+            """\
+import torch
+
+for batch in loader:
+    scaler.scale(loss_d).backward()
+    scaler.unscale_(opt_d)
+    torch.nn.utils.clip_grad_norm_(disc.parameters(), 1.0)
+    scaler.step(opt_d)
+    scaler.scale(loss_g).backward()
+    scaler.step(opt_g)
+    scaler.update()
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    scaler.scale(loss_fn(model(x), y)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            (6,),
+        ),
+        Example(
+            """\
+from torch.nn.utils.clip_grad import clip_grad_value_ as clip
+
+for batch in loader:
+    scaler.scale(model(batch).loss).backward()
+    if max_grad_value:
+        clip(model.parameters(), max_grad_value)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            (6,),
+        ),
+        Example(
+            """\
+import torch
+
+
+class Model:
+    def train_one_step(self, batch):
+        loss = self.loss(batch) / self.accumulation_steps
+        if self.fp16:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.parameters(), self.max_norm)
+        if (self.batch_index + 1) % self.accumulation_steps == 0:
+            if self.fp16:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+""",
+            (11,),
+        ),
+        Example(
+            """\
+import torch
+
+for batch in loader:
+    for micro in batch.split(4):
+        scaler.scale(model(micro) / 4).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.unscale_(optimizer)
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            (6,),
+        ),
+        Example(
+            """\
+import torch
+
+
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def optimizer_step(self):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+""",
+            (9,),
+        ),
+        Example(
+            """\
+import torch
+
+for batch in loader:
+    scaler.scale(loss_d).backward()
+    scaler.unscale_(opt_d)
+    torch.nn.utils.clip_grad_norm_(disc.parameters(), 1.0)
+    scaler.step(opt_d)
+    scaler.scale(loss_g).backward()
+    torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+    scaler.step(opt_g)
+    scaler.update()
+""",
+            (9,),
+        ),
+        Example(
+            """\
+import torch
+
+
+class Trainer:
+    def backward(self, loss):
+        self.grad_scaler.scale(loss).backward()
+
+    def clip(self):
+        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+
+    def fit(self, loader):
+        for batch in loader:
+            self.backward(self.model(batch))
+            norm = self.clip()
+            self.grad_scaler.step(self.optimizer)
+            self.grad_scaler.update()
+""",
+            (9,),
+        ),
+    )
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        # A finding needs a clip and a `<scaler>.step(` after it.
+        return "clip_grad" in text and ".step(" in text
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        model = of_module(context)
+        if not any(event.kind is Kind.CLIP for event in model.events):
+            return
+        index = module_index(context)
+        unscaling_calls = _unscaling_calls(model, index)
+        found: dict[cst.Call, ScaledClip] = {}
+        covered: set[cst.Call] = set()
+        for iteration in model.iterations:
+            for clip in iteration.of(Kind.CLIP):
+                verdict = _judge(model, index, iteration, clip, unscaling_calls)
+                if verdict is True:
+                    covered.add(clip.call)
+                elif isinstance(verdict, ScaledClip):
+                    before = found.get(clip.call)
+                    if before is None or (before.backward is None and verdict.backward):
+                        found[clip.call] = verdict
+        # An unscale_ in a function no iteration reaches (a hook, a callback's method) may be
+        # called between backward and clip in ways this file does not show.
+        unreached = {
+            last_part(event.scaler)
+            for event in model.events
+            if event.kind is Kind.UNSCALE and event.scaler and not model.holding(event.call)
+        }
+        fixed_steps: set[cst.Call] = set()
+        for call, scaled in sorted(found.items(), key=lambda item: index.order[item[0]]):
+            if call in covered or last_part(scaled.step.scaler or "") in unreached:
+                continue
+            if scaled.backward is None and not _unscaled_nowhere(model, scaled, unscaling_calls):
+                continue
+            fix = None
+            if scaled.step.call not in fixed_steps:
+                fix = _unscale_fix(context, model, index, scaled)
+                if fix is not None:
+                    fixed_steps.add(scaled.step.call)
+            yield _finding(scaled, fix, index, model)
+        reported = set(found) | covered
+        yield from _after_accelerate_backward(context, model, index, unscaling_calls, reported)
+
+
+def _after_accelerate_backward(
+    context: ModuleContext,
+    model: TrainingIterations,
+    index: ModuleIndex,
+    unscaling_calls: list[cst.Call],
+    reported: set[cst.Call],
+) -> Iterable[Finding]:
+    """``accelerator.backward(loss)``, then torch's clip, then ``optimizer.step()``: under fp16
+    mixed precision Accelerate's backward scales the loss and its optimizer's ``step()``
+    unscales only then, so the clip sees scaled gradients (``accelerator.clip_grad_norm_``
+    unscales first). Not where the file pins another precision or uses DeepSpeed, whose engine
+    scales and clips by itself."""
+    backwards = [
+        call
+        for call in index.calls_named(".backward")
+        if call.args
+        and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]
+        and _ACCELERATOR.search(last_part(receiver))
+    ]
+    if not backwards or "deepspeed" in context.source.lower() or _never_fp16(index):
+        return
+    for iteration in model.iterations:
+        for clip in iteration.of(Kind.CLIP):
+            if clip.call in reported or not _clips_before_a_plain_step(iteration, clip):
+                continue
+            if any(iteration.may_precede(u, clip) for u in iteration.of(Kind.UNSCALE)) or any(
+                _may_run_before(model, index, call, clip) for call in unscaling_calls
+            ):
+                continue
+            backward = next((b for b in backwards if _may_run_before(model, index, b, clip)), None)
+            if backward is None:
+                continue
+            reported.add(clip.call)
+            function = last_part(dotted_name(clip.call.func) or "clip_grad_norm_")
+            receiver = dotted_name(backward.func.value)  # type: ignore[attr-defined]
+            message = (
+                f"`{function}` after `{receiver}.backward(...)` clips gradients that are still "
+                f"multiplied by the loss scale when Accelerate runs fp16 mixed precision; use "
+                f"`{receiver}.{function}(...)`, which unscales them first"
+            )
+            yield Finding(clip.call, message, related=((backward, "Accelerate backward"),))
+
+
+def _clips_before_a_plain_step(iteration: Iteration, clip: Event) -> bool:
+    """An ``optimizer.step()`` and no ``scaler.step`` may follow the clip."""
+    follows = [
+        step
+        for step in iteration.of(Kind.OPTIMIZER_STEP, Kind.SCALER_STEP)
+        if iteration.may_precede(clip, step)
+    ]
+    return bool(follows) and all(step.kind is Kind.OPTIMIZER_STEP for step in follows)
+
+
+def _never_fp16(index: ModuleIndex) -> bool:
+    """Every ``Accelerator(...)`` of the file pins a precision other than fp16."""
+    pinned = []
+    for call in index.calls_named("Accelerator") + index.calls_named(".Accelerator"):
+        value = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == "mixed_precision"),
+            None,
+        )
+        if not isinstance(value, cst.SimpleString):
+            return False
+        pinned.append(value.evaluated_value)
+    return bool(pinned) and "fp16" not in pinned
+
+
+def _judge(
+    model: TrainingIterations,
+    index: ModuleIndex,
+    iteration: Iteration,
+    clip: Event,
+    unscaling_calls: list[cst.Call],
+) -> ScaledClip | bool:
+    """What one iteration says about ``clip``: a `ScaledClip`; True when something may unscale
+    before it; False when it says nothing (no scaler step after it, the non-AMP path)."""
+    steps = [step for step in iteration.of(Kind.SCALER_STEP) if iteration.may_precede(clip, step)]
+    if not steps:
+        return False
+    step = steps[0]
+    if any(
+        iteration.may_precede(clip, direct) and iteration.may_precede(direct, step)
+        for direct in iteration.of(Kind.OPTIMIZER_STEP)
+    ):
+        return False  # an optimizer stepped directly comes first: the clip is its business
+    for unscale in iteration.of(Kind.UNSCALE):
+        if iteration.may_precede(unscale, clip) and _unscales_for(unscale, step, iteration):
+            return True
+    if any(_may_run_before(model, index, call, clip) for call in unscaling_calls):
+        return True
+    backwards = [
+        backward
+        for backward in iteration.of(Kind.SCALED_BACKWARD, Kind.BACKWARD)
+        if iteration.may_precede(backward, clip) and not iteration.exclusive(backward, step)
+    ]
+    scaled = [b for b in backwards if b.kind is Kind.SCALED_BACKWARD]
+    if scaled:
+        return ScaledClip(clip, step, scaled[-1], iteration)
+    if iteration.of(Kind.SCALED_BACKWARD, Kind.BACKWARD):
+        return False  # a plain backward before it (the non-AMP path), or none before it
+    return ScaledClip(clip, step, None, iteration)
+
+
+def _unscales_for(unscale: Event, step: Event, iteration: Iteration) -> bool:
+    """Whether ``unscale`` may unscale the gradients ``step`` applies: the same optimizer, an
+    unknown one, or one the iteration does not step through the scaler (a loop variable over
+    the optimizers, an alias) — only another optimizer stepped here is certainly not it."""
+    if unscale.optimizer is None or step.optimizer is None:
+        return True
+    if unscale.optimizer == step.optimizer:
+        return True
+    return unscale.optimizer not in {s.optimizer for s in iteration.of(Kind.SCALER_STEP)}
+
+
+def _unscaling_calls(model: TrainingIterations, index: ModuleIndex) -> list[cst.Call]:
+    """Calls that may unscale without being ``<scaler>.unscale_(...)`` events: one named like an
+    unscale (``accelerator.unscale_gradients()``), or a call the model does not follow that is
+    handed a scaler (``unscale_and_clip(scaler, optimizer)``, ``hooks.before_clip(scaler)``)."""
+    events = {event.call for event in model.events}
+    calls = []
+    for call in index.nodes(cst.Call):
+        if call in events:
+            continue
+        name = dotted_name(call.func)
+        named = name is not None and _UNSCALES_BY_NAME.search(last_part(name)) is not None
+        handed = any(_is_scaler(model, arg.value) for arg in call.args)
+        if named or (handed and not _followed(model, call)):
+            calls.append(call)
+    return calls
+
+
+def _is_scaler(model: TrainingIterations, value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name | cst.Attribute) and model.receivers.looks_like(value)
+
+
+def _followed(model: TrainingIterations, call: cst.Call) -> bool:
+    """The iteration model brings this call's events in: it runs a function of this module."""
+    return model.callee(call) is not None
+
+
+def _may_run_before(
+    model: TrainingIterations, index: ModuleIndex, call: cst.Call, clip: Event
+) -> bool:
+    """``call`` is in the function that clips (or that calls the clipping function) and may run
+    before the clip in one iteration: written above it on a path that reaches it (not below it,
+    which runs before the next iteration's clip only)."""
+    return any(
+        index.enclosing_function(call) is index.enclosing_function(target)
+        and model.facts.precedes_in_source(call, target)
+        and model.facts.may_precede(call, target)
+        for target in (clip.call, clip.site)
+    )
+
+
+def _unscaled_nowhere(
+    model: TrainingIterations, scaled: ScaledClip, unscaling_calls: list[cst.Call]
+) -> bool:
+    """With no scaled backward written in the iteration (a trainer's ``optimizer_step(self)``
+    that clips, then steps): report only when the scaler is proven a GradScaler and nothing in
+    the module unscales it — another method or a subclass here might do it before the call."""
+    step = scaled.step
+    receiver = step.call.func
+    if step.scaler is None or not isinstance(receiver, cst.Attribute):
+        return False
+    if not model.receivers.proves(receiver.value) or unscaling_calls:
+        return False
+    name = last_part(step.scaler)
+    return not any(
+        event.kind is Kind.UNSCALE and last_part(event.scaler or name) == name
+        for event in model.events
+    )
+
+
+def _finding(
+    scaled: ScaledClip, fix: NodeFix | None, index: ModuleIndex, model: TrainingIterations
+) -> Finding:
+    clip = scaled.clip.call
+    scaler = scaled.step.scaler or "scaler"
+    optimizer = scaled.step.optimizer or "optimizer"
+    function = last_part(dotted_name(clip.func) or "clip_grad_norm_")
+    if _in_a_nested_loop(index, scaled):
+        advice = (
+            "it runs in a loop inside the iteration (micro-batches?): clip once, after the loop "
+            f"and after `{scaler}.unscale_({optimizer})`"
+        )
+    elif not _under_the_steps_conditions(index, model, scaled):
+        advice = (
+            f"clip under the conditions where `{scaler}.step({optimizer})` runs, after "
+            f"`{scaler}.unscale_({optimizer})`"
+        )
+    else:
+        advice = f"call `{scaler}.unscale_({optimizer})` before it"
+    message = (
+        f"`{function}` clips gradients still multiplied by the loss scale (no "
+        f"`{scaler}.unscale_({optimizer})` runs before it in the iteration that calls "
+        f"`{scaler}.step({optimizer})`), so its threshold applies to scaled values; {advice}"
+    )
+    related: list[tuple[cst.CSTNode, str]] = []
+    if scaled.backward is not None:
+        related.append((scaled.backward.site, "scaled backward"))
+    related.append((scaled.step.site, "scaler step"))
+    if scaled.clip.via is not None:
+        related.append((scaled.clip.via, "clip called here"))
+    return Finding(clip, message, related=tuple(related), fix=fix)
+
+
+# -- the fix ---------------------------------------------------------------------------------
+
+
+def _unscale_fix(
+    context: ModuleContext, model: TrainingIterations, index: ModuleIndex, scaled: ScaledClip
+) -> NodeFix | None:
+    """``<scaler>.unscale_(<optimizer>)`` on its own line before the clip's statement, when that
+    is safe to propose (see the rule's Fix section); None otherwise."""
+    clip, step, iteration = scaled.clip.call, scaled.step, scaled.iteration
+    optimizers = {s.optimizer for s in iteration.of(Kind.SCALER_STEP)}
+    if step.scaler is None or step.optimizer is None or optimizers != {step.optimizer}:
+        return None
+    function = index.enclosing_function(clip)
+    if function is not index.enclosing_function(step.call):
+        return None
+    if _in_a_nested_loop(index, scaled):
+        return None  # a micro-batch loop: a second unscale_ before update() raises
+    if not _under_the_steps_conditions(index, model, scaled):
+        return None
+    line, block = _statement_line(index, clip)
+    if line is None or block is None:
+        return None
+    old = _line_end_before(line, block)
+    if old is None:
+        return None
+    header = _as_header(context, old)
+    if header is None:
+        return None
+    indent = _leading_whitespace(context, context.position(line).start.line)
+    statement = cst.parse_statement(f"{step.scaler}.unscale_({step.optimizer})\n")
+    new = cst.IndentedBlock(body=[statement], header=header, indent=indent)
+    return NodeFix(f"call `{step.scaler}.unscale_({step.optimizer})` first", ((old, new),), UNSAFE)
+
+
+def _under_the_steps_conditions(
+    index: ModuleIndex, model: TrainingIterations, scaled: ScaledClip
+) -> bool:
+    """Every ``if`` around the step (in its function) is around the clip too, in the same arm:
+    where the clip runs, the step follows (not so under ``if (i + 1) % accum == 0: step``)."""
+    clip, step = scaled.clip.call, scaled.step.call
+    if index.enclosing_function(clip) is not index.enclosing_function(step):
+        return True  # across functions the conditions are not comparable: say nothing
+    return set(model.facts.arms(step)) <= set(model.facts.arms(clip))
+
+
+def _in_a_nested_loop(index: ModuleIndex, scaled: ScaledClip) -> bool:
+    """The clip sits in a loop inside its iteration (or inside the function that clips)."""
+    function = index.enclosing_function(scaled.clip.call)
+    for ancestor in index.ancestors(scaled.clip.call):
+        if ancestor is scaled.iteration.scope or ancestor is function:
+            return False
+        if isinstance(ancestor, cst.For | cst.While):
+            return True
+    return False
+
+
+def _statement_line(
+    index: ModuleIndex, clip: cst.Call
+) -> tuple[cst.SimpleStatementLine | None, cst.IndentedBlock | cst.Module | None]:
+    """The line and block of a plain statement made of the clip: ``clip(...)`` or
+    ``norm = clip(...)``, alone on its line."""
+    statement = index.parent.get(clip)
+    if isinstance(statement, cst.Assign | cst.AnnAssign) and statement.value is clip:
+        pass
+    elif not (isinstance(statement, cst.Expr) and statement.value is clip):
+        return None, None
+    line = index.parent.get(statement)
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        return None, None
+    block = index.parent.get(line)
+    if not isinstance(block, cst.IndentedBlock | cst.Module):
+        return None, None
+    return line, block
+
+
+def _line_end_before(
+    line: cst.SimpleStatementLine, block: cst.IndentedBlock | cst.Module
+) -> cst.TrailingWhitespace | cst.EmptyLine | None:
+    """The node that ends the source line just above ``line``: its last comment or blank
+    line, the previous statement's newline, or the block's header."""
+    if line.leading_lines:
+        return line.leading_lines[-1]
+    position = next(i for i, statement in enumerate(block.body) if statement is line)
+    if position == 0:
+        return block.header if isinstance(block, cst.IndentedBlock) else None
+    node: cst.CSTNode = block.body[position - 1]
+    while not isinstance(node, cst.TrailingWhitespace | cst.EmptyLine):
+        if not node.children:
+            return None
+        node = node.children[-1]
+    return node
+
+
+def _as_header(
+    context: ModuleContext, old: cst.TrailingWhitespace | cst.EmptyLine
+) -> cst.TrailingWhitespace | None:
+    """The end of a line as an ``IndentedBlock`` header that prints the same text."""
+    if isinstance(old, cst.TrailingWhitespace):
+        return old
+    text = _source_line(context, context.position(old).start.line)
+    comment = old.comment.value if old.comment is not None else ""
+    whitespace = text[: len(text) - len(comment)] if comment else text
+    if whitespace.strip(" \t\f"):
+        return None
+    return cst.TrailingWhitespace(cst.SimpleWhitespace(whitespace), old.comment, old.newline)
+
+
+def _source_line(context: ModuleContext, number: int) -> str:
+    lines = context.source.splitlines()
+    return lines[number - 1] if 0 < number <= len(lines) else ""
+
+
+def _leading_whitespace(context: ModuleContext, number: int) -> str:
+    text = _source_line(context, number)
+    return text[: len(text) - len(text.lstrip(" \t"))]
