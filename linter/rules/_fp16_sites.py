@@ -3,6 +3,9 @@
 A site counts only when it provably applies to a model with a bf16 origin: the model called
 under the autocast, the model whose optimizer the GradScaler steps, ``Trainer(model=..., args=...)``
 with those arguments, ``accelerator.prepare(model, ...)``, the LightningModule given to ``fit``.
+
+Built with ``target=FP16`` the same search pairs the switches with models that are fp16
+themselves (AMP008): then the switches that bring a GradScaler (``loss_scaling``) matter.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ TRAINING_ARGUMENTS = frozenset(
 )
 #: Lightning ``precision=`` values that mean fp16.
 LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
+#: ...and those that train through a GradScaler ("16-true" casts the model and scales nothing).
+LIGHTNING_LOSS_SCALING = frozenset({"16", "16-mixed"})
 #: Packages whose ``Trainer``/``Fabric`` take Lightning's ``precision=``.
 LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
 #: Methods through which a model is called (``model.generate(...)`` runs ``model``).
@@ -106,6 +111,12 @@ class Fp16Site:
     when: str | None = None
     #: Facts that hold on the runs where the switch is on.
     facts: frozenset[Fact] = frozenset()
+    #: Whether the switch trains through a GradScaler (a GradScaler, ``fp16=True``,
+    #: ``mixed_precision="fp16"``, Lightning ``16-mixed``), not only computes in fp16.
+    loss_scaling: bool = False
+    #: Further sites that tie the switch to the model: (node, description) pairs, e.g. the
+    #: optimizer over its parameters and the ``scaler.step(optimizer)`` that unscales them.
+    through: tuple[tuple[cst.CSTNode, str], ...] = ()
 
 
 def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -132,7 +143,12 @@ def _is_receiver(value: cst.BaseExpression, call: cst.Call, bound: str | None) -
 class Fp16Sites:
     """Finds the fp16 sites of one module and the bf16 model each applies to."""
 
-    def __init__(self, context: ModuleContext, extra_families: tuple[Bf16Family, ...] = ()) -> None:
+    def __init__(
+        self,
+        context: ModuleContext,
+        extra_families: tuple[Bf16Family, ...] = (),
+        target: str = BF16,
+    ) -> None:
         self.context = context
         self.index = module_index(context)
         self.aliases = ImportAliases(
@@ -146,6 +162,7 @@ class Fp16Sites:
             ModuleConstants(self.index, settings),
             self.paths,
             extra_families,
+            target,
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
         self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
@@ -185,18 +202,22 @@ class Fp16Sites:
 
     # -- the sites ---------------------------------------------------------------------------
 
-    def sites(self) -> Iterator[Fp16Site]:
-        """Sites whose bf16 origin can run on one path with them (same run, same arm)."""
+    def sites(self, *, loss_scaling_only: bool = False) -> Iterator[Fp16Site]:
+        """Sites whose origin can run on one path with them (same run, same arm); with
+        ``loss_scaling_only``, only the switches that bring a GradScaler."""
         if not self.trains():
             return
-        for site in (
-            *self._autocasts(),
+        found = (
+            *(() if loss_scaling_only else self._autocasts()),
             *self._grad_scalers(),
-            *self._casts(),
+            *(() if loss_scaling_only else self._casts()),
             *self._training_arguments(),
             *self._accelerators(),
             *self._lightning(),
-        ):
+        )
+        for site in found:
+            if loss_scaling_only and not site.loss_scaling:
+                continue
             if not self.paths.exclusive(site.origin.node, site.node, (), site.facts):
                 yield site
 
@@ -307,33 +328,42 @@ class Fp16Sites:
                 bf16_autocast = self._bf16_autocast_functions()
             if self.index.enclosing_function(call) in bf16_autocast:
                 continue  # bf16 compute: the scaler is redundant, not harmful
-            found = self._model_behind_scaler(scaler, call)
+            found = self._model_behind_scaler(scaler)
             if found is not None:
+                model, origin, through = found
                 yield Fp16Site(
                     call,
                     "GradScaler (fp16 loss scaling)",
                     "train with bf16 autocast and no GradScaler",
-                    *found,
+                    model,
+                    origin,
                     enabled.when,
                     enabled.facts,
+                    loss_scaling=True,
+                    through=through,
                 )
 
-    def _model_behind_scaler(self, scaler: str, at: cst.CSTNode):
-        """The model whose optimizer ``<scaler>.step(optimizer)`` steps."""
-        optimizers = {
-            dotted_name(arg.value)
-            for call in self.calls
-            if isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "step"
-            and dotted_name(call.func.value) == scaler
-            and (arg := positional(call, 0)) is not None
-        }
+    def _model_behind_scaler(self, scaler: str):
+        """The model whose optimizer ``<scaler>.step(optimizer)`` (or ``unscale_``) steps, its
+        origin, and the (optimizer, step) sites that tie them together."""
+        steps: dict[str | None, cst.Call] = {}
+        for method in ("step", "unscale_"):
+            for call in self.index.calls_named("." + method):
+                arg = positional(call, 0)
+                if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]
+                    steps.setdefault(dotted_name(arg.value), call)
         for node in self.index.nodes(cst.Assign):
             for target in node.targets:  # type: ignore[attr-defined]
-                if dotted_name(target.target) in optimizers:
+                optimizer = dotted_name(target.target)
+                if optimizer in steps:
                     found = self.model_in(node.value, node)  # type: ignore[attr-defined]
                     if found is not None:
-                        return found
+                        step = steps[optimizer]
+                        through = (
+                            (node, f"`{optimizer}` trains its parameters"),
+                            (step, f"`{self.context.module.code_for_node(step)}` unscales them"),
+                        )
+                        return (*found, through)
         return None
 
     def _casts(self) -> Iterator[Fp16Site]:
@@ -391,7 +421,16 @@ class Fp16Sites:
                 found = self._trainer_model(trainer)
                 if found is not None:
                     what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
-                    yield Fp16Site(fp16, what, "use `bf16=True`", *found, switch.when, switch.facts)
+                    yield Fp16Site(
+                        fp16,
+                        what,
+                        "use `bf16=True`",
+                        *found,
+                        switch.when,
+                        switch.facts,
+                        loss_scaling=True,
+                        through=((trainer, "its optimizer steps through a GradScaler"),),
+                    )
                     break
 
     def _accelerators(self) -> Iterator[Fp16Site]:
@@ -409,6 +448,7 @@ class Fp16Sites:
                 continue
             bound = _assigned_name(self.index, call)
             found = None
+            through: tuple[tuple[cst.CSTNode, str], ...] = ()
             for prepare in self.calls:
                 func = prepare.func
                 if (
@@ -417,7 +457,9 @@ class Fp16Sites:
                     and _is_receiver(func.value, call, bound)
                 ):
                     for arg in prepare.args:
-                        found = found or self.model_in(arg.value, prepare)
+                        if found is None:
+                            found = self.model_in(arg.value, prepare)
+                            through = ((prepare, "prepared for fp16 loss scaling here"),)
             if found is not None:
                 what = f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
                 yield Fp16Site(
@@ -427,6 +469,8 @@ class Fp16Sites:
                     *found,
                     switch.when,
                     switch.facts,
+                    loss_scaling=True,
+                    through=through,
                 )
 
     def _lightning(self) -> Iterator[Fp16Site]:
@@ -457,6 +501,9 @@ class Fp16Sites:
                 for arg in fit.args:
                     found = found or self._lightning_model(arg.value, fit, classes)
             if found is not None:
+                scales = self.switches.equals(
+                    value, lambda text: str(text) in LIGHTNING_LOSS_SCALING
+                )
                 yield Fp16Site(
                     precision,
                     f"`precision={self.context.module.code_for_node(value)}`",
@@ -464,6 +511,7 @@ class Fp16Sites:
                     *found,
                     switch.when,
                     switch.facts,
+                    loss_scaling=scales is not None and scales.when == switch.when,
                 )
 
     def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
