@@ -6,12 +6,14 @@ from linter._rule import Rule
 from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
+from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
     GetScaleEveryStep,
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
+    GradScalerWithFp16Params,
 )
 
 __all__ = [
@@ -19,4 +21,5 @@ __all__ = [
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
+    "GradScalerWithFp16Params",
 ]

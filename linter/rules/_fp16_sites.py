@@ -356,7 +356,7 @@ class Fp16Sites:
             for target in node.targets:  # type: ignore[attr-defined]
                 optimizer = dotted_name(target.target)
                 if optimizer in steps:
-                    found = self.model_in(node.value, node)  # type: ignore[attr-defined]
+                    found = self._optimized_model(node.value, node)  # type: ignore[attr-defined]
                     if found is not None:
                         step = steps[optimizer]
                         through = (
@@ -365,6 +365,24 @@ class Fp16Sites:
                         )
                         return (*found, through)
         return None
+
+    def _optimized_model(self, value: cst.BaseExpression, at: cst.CSTNode):
+        """The model whose parameters an optimizer expression holds: ``Adam(model.parameters())``
+        or through a name its function binds first (``params = filter(..., model.parameters())``,
+        a list of parameter groups)."""
+        found = self.model_in(value, at)
+        if found is not None or not isinstance(value, cst.Call):
+            return found
+        function = self.index.enclosing_function(at)
+        names = {dotted_name(arg.value) for arg in value.args if isinstance(arg.value, cst.Name)}
+        for node in self.index.nodes(cst.Assign):
+            if (
+                self.index.order[node] < self.index.order[at]
+                and self.index.enclosing_function(node) is function
+                and any(dotted_name(t.target) in names for t in node.targets)  # type: ignore[attr-defined]
+            ):
+                found = found or self.model_in(node.value, node)  # type: ignore[attr-defined]
+        return found
 
     def _casts(self) -> Iterator[Fp16Site]:
         for call in self.calls:
