@@ -368,3 +368,20 @@ def test_the_pre_filter_needs_an_fp16_model_and_a_loss_scaling_switch(
     text: str, wanted: bool
 ) -> None:
     assert GradScalerWithFp16Params.wants(text) is wanted
+
+
+def test_an_optimizer_over_fp32_copies_of_the_parameters_is_not_reported() -> None:
+    source = SCALER_LOOP.format(setup="model = Net().half()").replace(
+        "torch.optim.AdamW(model.parameters(), lr=1e-4)",
+        "torch.optim.AdamW([p.detach().clone().float() for p in model.parameters()])",
+    )
+    assert "clone().float()" in source
+    assert lines(source) == []
+
+
+def test_a_scaler_enabled_by_a_comparison_of_constants_is_on() -> None:
+    source = SCALER_LOOP.format(setup='dtype = "float16"\nmodel = Net().half()').replace(
+        'torch.amp.GradScaler("cuda")', 'torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))'
+    )
+    assert lines(source) == [5]
+    assert lines(source.replace('dtype = "float16"', 'dtype = "bfloat16"')) == []
