@@ -3,7 +3,10 @@ many ways a model in fp16 still trains fp32 parameters (which must stay silent).
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import textwrap
+from pathlib import Path
 
 import pytest
 from rule_runner import run_rule, run_rule_related
@@ -385,3 +388,27 @@ def test_a_scaler_enabled_by_a_comparison_of_constants_is_on() -> None:
     )
     assert lines(source) == [5]
     assert lines(source.replace('dtype = "float16"', 'dtype = "bfloat16"')) == []
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def _example(name: str):
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), EXAMPLES / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_bad_example_really_raises_what_the_rule_predicts() -> None:
+    # The evidence behind AMP008, reproduced on the CPU with torch's own GradScaler.
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        _example("fp16_params_under_grad_scaler.py").train("cpu")
+
+
+def test_the_clean_example_trains_and_is_not_reported() -> None:
+    pytest.importorskip("torch")
+    assert math.isfinite(_example("fp32_params_fp16_autocast.py").train("cpu"))
+    source = (EXAMPLES / "fp32_params_fp16_autocast.py").read_text(encoding="utf-8")
+    assert lines(source) == []
