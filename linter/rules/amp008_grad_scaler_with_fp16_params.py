@@ -77,10 +77,14 @@ class GradScalerWithFp16Params(Rule):
     `scaler.step`, by `accelerator.clip_grad_norm_`, by Trainer and Lightning) raises
     `ValueError: Attempting to unscale FP16 gradients.` Even without the scaler, an optimizer
     stepping fp16 weights loses small updates to rounding (fp16 has 11 bits of mantissa).
-    Reports: pytorch/pytorch#74739, Lightning-AI/pytorch-lightning#5140 and #7078,
-    bitsandbytes-foundation/bitsandbytes#945, THUDM/CogVideo#775,
-    TheLastBen/fast-stable-diffusion#1975, yinchenghan/d3po#6 (the fix in each: keep the
-    trained weights in fp32).
+    Reports of this error over fp16 parameters:
+    [pytorch#74739](https://github.com/pytorch/pytorch/issues/74739),
+    [Lightning#5140](https://github.com/Lightning-AI/pytorch-lightning/issues/5140),
+    [Lightning#7078](https://github.com/Lightning-AI/pytorch-lightning/issues/7078),
+    [bitsandbytes#945](https://github.com/bitsandbytes-foundation/bitsandbytes/issues/945),
+    [CogVideo#775](https://github.com/THUDM/CogVideo/issues/775),
+    [fast-stable-diffusion#1975](https://github.com/TheLastBen/fast-stable-diffusion/issues/1975),
+    [d3po#6](https://github.com/yk7333/d3po/issues/6).
 
     ## Example
     ```python
