@@ -115,7 +115,8 @@ class Fp16Site:
     #: ``mixed_precision="fp16"``, Lightning ``16-mixed``), not only computes in fp16.
     loss_scaling: bool = False
     #: Further sites that tie the switch to the model: (node, description) pairs, e.g. the
-    #: optimizer over its parameters and the ``scaler.step(optimizer)`` that unscales them.
+    #: optimizer over its parameters and the ``scaler.step(optimizer)`` that unscales them
+    #: (last: where the gradients are unscaled — the step, the Trainer, the ``prepare`` call).
     through: tuple[tuple[cst.CSTNode, str], ...] = ()
 
 
@@ -356,9 +357,14 @@ class Fp16Sites:
             for target in node.targets:  # type: ignore[attr-defined]
                 optimizer = dotted_name(target.target)
                 if optimizer in steps:
+                    step = steps[optimizer]
                     found = self._optimized_model(node.value, node)  # type: ignore[attr-defined]
+                    if found is None and self.index.enclosing_function(
+                        step
+                    ) is self.index.enclosing_function(node):
+                        # Cast in place after the optimizer was built, before it steps.
+                        found = self.model_in(node.value, step)  # type: ignore[attr-defined]
                     if found is not None:
-                        step = steps[optimizer]
                         through = (
                             (node, f"`{optimizer}` trains its parameters"),
                             (step, f"`{self.context.module.code_for_node(step)}` unscales them"),

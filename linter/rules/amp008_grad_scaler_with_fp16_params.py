@@ -395,12 +395,12 @@ def main(cfg):
                 return False  # fp32 master copies
         if not _set_up_where_trained(index, origin, [site.node, *(n for n, _ in site.through)]):
             return False
-        # A cast after the loop that steps (an export, an eval) is not what was trained.
-        return all(
-            analysis.paths.may_precede(origin, node)
-            for node, _ in site.through
-            if index.enclosing_function(node) is index.enclosing_function(origin)
-        )
+        # A cast after the loop that steps (an export, an eval) is not what was trained; the
+        # last site that ties the switch to the model is where the gradients are unscaled.
+        used = site.through[-1][0] if site.through else site.node
+        return index.enclosing_function(used) is not index.enclosing_function(
+            origin
+        ) or analysis.paths.may_precede(origin, used)
 
 
 def _set_up_where_trained(

@@ -412,3 +412,26 @@ def test_the_clean_example_trains_and_is_not_reported() -> None:
     assert math.isfinite(_example("fp32_params_fp16_autocast.py").train("cpu"))
     source = (EXAMPLES / "fp32_params_fp16_autocast.py").read_text(encoding="utf-8")
     assert lines(source) == []
+
+
+def test_a_cast_in_place_after_the_optimizer_is_built_still_changes_what_it_steps() -> None:
+    # Module.half() replaces param.data in place: the optimizer holds the same, now fp16,
+    # Parameters. A benchmark that times fp32 first and then "fp16" on one model does this.
+    source = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        criterion(model(x), y).backward()
+        optimizer.step()
+    model.half()
+    scaler = torch.cuda.amp.GradScaler()
+    for x, y in loader:
+        with torch.cuda.amp.autocast():
+            loss = criterion(model(x.half()), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert lines(source) == [8]
