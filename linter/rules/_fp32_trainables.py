@@ -27,6 +27,7 @@ import libcst as cst
 from linter.rules._bf16_origins import FP32, Bf16Origins, keyword
 from linter.rules._dotted_names import dotted_name
 from linter.rules._module_index import ModuleIndex
+from linter.rules._path_facts import PathFacts
 
 #: Text that says a file trains adapters (peft, LoRA, diffusers' adapter API) or upcasts them.
 ADAPTER_TEXT = re.compile(
@@ -49,13 +50,16 @@ def _root(name: str) -> str:
 class Fp32Trainables:
     """Answers, per model, whether what its optimizer steps may be fp32 after all."""
 
-    def __init__(self, source: str, index: ModuleIndex, origins: Bf16Origins) -> None:
+    def __init__(
+        self, source: str, index: ModuleIndex, origins: Bf16Origins, paths: PathFacts
+    ) -> None:
         self._index = index
         self._origins = origins
+        self._paths = paths
         #: The file trains adapters or upcasts them: every model may train fp32 parameters.
         self.adapters = ADAPTER_TEXT.search(source) is not None
-        #: Model roots (see `_root`) cast back to fp32, in whole or in part.
-        self._upcast: set[str] = set()
+        #: Model roots (see `_root`) cast back to fp32, in whole or in part -> the casts.
+        self._upcast: dict[str, list[cst.CSTNode]] = {}
         #: Model roots frozen as a whole.
         self._frozen: set[str] = set()
         #: Some ``x.data = <fp32 copy>`` that cannot be pinned on one model.
@@ -69,7 +73,7 @@ class Fp32Trainables:
         if self.upcasts_parameter_data:
             return "the file upcasts parameter data to fp32"
         root = _root(model)
-        if root in self._upcast:
+        if any(self._may_follow(origin_node, cast) for cast in self._upcast.get(root, ())):
             return f"`{root}` (or part of it) is cast back to fp32"
         if root in self._frozen:
             return f"`{root}` is frozen"
@@ -77,6 +81,11 @@ class Fp32Trainables:
         if isinstance(load, cst.Call) and any(keyword(load, k) for k in QUANTIZED_LOAD_KEYWORDS):
             return "the load is quantized"
         return None
+
+    def _may_follow(self, origin: cst.CSTNode, cast: cst.CSTNode) -> bool:
+        """The fp32 cast can run after the fp16 one (a `.float()` before it, as in a script
+        that times fp32 first and then casts to half, restores nothing)."""
+        return self._paths.may_precede(origin, cast)
 
     def copies_parameters(self, expression: cst.BaseExpression) -> bool:
         """An optimizer's parameters are fp32 copies (``p.detach().clone().float()``), directly
@@ -119,7 +128,7 @@ class Fp32Trainables:
             if receiver is not None and (
                 method == "float" or (method == "to" and self._origins.cast_dtype(call) == FP32)
             ):
-                self._upcast.add(_root(receiver))
+                self._upcast.setdefault(_root(receiver), []).append(call)
             elif receiver is not None and method == "requires_grad_" and _turns_off(call):
                 self._frozen.add(_root(receiver))
         for assign in self._index.nodes(cst.Assign):

@@ -371,7 +371,9 @@ def main(cfg):
         if not may_hold_a_finding(context.source):  # for callers that skip the engine
             return
         analysis = Fp16Sites(context, target=FP16)
-        trainables = Fp32Trainables(context.source, analysis.index, analysis.origins)
+        trainables = Fp32Trainables(
+            context.source, analysis.index, analysis.origins, analysis.paths
+        )
         if trainables.adapters:
             return
         reported: set[cst.CSTNode] = set()

@@ -435,3 +435,30 @@ def test_a_cast_in_place_after_the_optimizer_is_built_still_changes_what_it_step
         scaler.update()
     """
     assert lines(source) == [8]
+
+
+def test_an_fp32_cast_before_the_fp16_one_restores_nothing() -> None:
+    source = """\
+    import torch
+
+
+    def benchmark(model, x, y):
+        optimizer = torch.optim.Adam(model.parameters())
+        model.float()
+        for _ in range(10):
+            criterion(model(x), y).backward()
+            optimizer.step()
+        model.half()
+        scaler = torch.cuda.amp.GradScaler()
+        for _ in range(10):
+            with torch.cuda.amp.autocast():
+                loss = criterion(model(x.half()), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert lines(source) == [10]
+    after = source.replace("        model.float()\n", "").replace(
+        "        scaler = ", "        model.float()\n        scaler = "
+    )
+    assert lines(after) == []
