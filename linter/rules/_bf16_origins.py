@@ -687,6 +687,22 @@ class Bf16Origins:
             scope = self._index.enclosing_function(at)
         self._bindings.setdefault((scope, name), []).append((self._index.order[at], at, origin))
 
+    def _bind_part_cast(self, cast: cst.Call, origin: Bf16Origin | None) -> None:
+        """``model[0].half()``, ``model.encoder.half()``: the models holding the part now hold
+        fp16 parameters (an fp32 part cast, ``model.head.float()``, ends that)."""
+        method = cast.func.attr.value  # type: ignore[attr-defined]
+        if method == "to" and self.cast_dtype(cast) is None:
+            return  # `.to(device)` leaves the dtype as it was
+        if origin is not None:
+            code = self._index.module.code_for_node(cast)
+            origin = Bf16Origin(cast, f"cast to float16 in part (`{code}`)", kind="cast")
+        node = cast.func.value  # type: ignore[attr-defined]
+        while isinstance(node, cst.Attribute | cst.Subscript):
+            node = node.value
+            name = dotted_name(node)
+            if name is not None and name != "self":
+                self._bind(node, origin, cast)
+
     def _collect(self) -> None:
         events: list[cst.CSTNode] = list(self._index.nodes(cst.Assign))
         # In-place casts of a module as statements: `model.to(torch.bfloat16)`, `model.half()`.
@@ -702,7 +718,10 @@ class Bf16Origins:
                 func = node.func
                 if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]
                     # nn.Module casts in place: `model.half()` makes `model` itself fp16.
-                    self._bind(func.value, self.of_expression(node, node), node)  # type: ignore[attr-defined]
+                    origin = self.of_expression(node, node)
+                    self._bind(func.value, origin, node)  # type: ignore[attr-defined]
+                    if self.target == FP16:
+                        self._bind_part_cast(node, origin)
                 continue
             value = node.value  # type: ignore[attr-defined]
             for target in (t.target for t in node.targets):  # type: ignore[attr-defined]

@@ -118,6 +118,10 @@ class Fp16Site:
     #: optimizer over its parameters and the ``scaler.step(optimizer)`` that unscales them
     #: (last: where the gradients are unscaled — the step, the Trainer, the ``prepare`` call).
     through: tuple[tuple[cst.CSTNode, str], ...] = ()
+    #: For a switch on a runtime flag (``GradScaler(enabled=args.fp16)``, only with
+    #: ``runtime_flags``): the facts under which it is on. The pair is certain only where the
+    #: model's origin sits under the same facts (``if args.fp16: model.half()``).
+    requires: frozenset[Fact] = frozenset()
 
 
 def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -149,6 +153,8 @@ class Fp16Sites:
         context: ModuleContext,
         extra_families: tuple[Bf16Family, ...] = (),
         target: str = BF16,
+        *,
+        runtime_flags: bool = False,
     ) -> None:
         self.context = context
         self.index = module_index(context)
@@ -167,6 +173,8 @@ class Fp16Sites:
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
         self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
+        #: Whether GradScalers enabled by a runtime flag make sites (see `Fp16Site.requires`).
+        self.runtime_flags = runtime_flags
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         name = dotted_name(node)
@@ -323,6 +331,12 @@ class Fp16Sites:
                 continue
             scaler = _assigned_name(self.index, call)
             enabled = self._enabled(call)
+            requires: frozenset[Fact] = frozenset()
+            flag = keyword(call, "enabled")
+            if enabled is None and self.runtime_flags and flag is not None:
+                requires = self.paths.facts.of_test(flag.value, True)
+                code = self.context.module.code_for_node(flag.value)
+                enabled = SwitchOn(requires, f"when `{code}` is true") if requires else None
             if scaler is None or enabled is None:
                 continue
             if bf16_autocast is None:
@@ -342,6 +356,7 @@ class Fp16Sites:
                     enabled.facts,
                     loss_scaling=True,
                     through=through,
+                    requires=requires,
                 )
 
     def _model_behind_scaler(self, scaler: str):

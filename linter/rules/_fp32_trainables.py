@@ -47,6 +47,14 @@ def _root(name: str) -> str:
     return name.removeprefix("self.").partition(".")[0]
 
 
+def _receiver_root(node: cst.BaseExpression) -> str | None:
+    """`_root` of a module expression, through subscripts (``model[0]``, ``net.blocks[3].mlp``)."""
+    while isinstance(node, cst.Attribute | cst.Subscript) and dotted_name(node) is None:
+        node = node.value
+    name = dotted_name(node)
+    return _root(name) if name is not None else None
+
+
 class Fp32Trainables:
     """Answers, per model, whether what its optimizer steps may be fp32 after all."""
 
@@ -123,14 +131,14 @@ class Fp32Trainables:
             func = call.func
             if not isinstance(func, cst.Attribute):
                 continue
-            receiver = dotted_name(func.value)
+            receiver = _receiver_root(func.value)
             method = func.attr.value
             if receiver is not None and (
                 method == "float" or (method == "to" and self._origins.cast_dtype(call) == FP32)
             ):
-                self._upcast.setdefault(_root(receiver), []).append(call)
+                self._upcast.setdefault(receiver, []).append(call)
             elif receiver is not None and method == "requires_grad_" and _turns_off(call):
-                self._frozen.add(_root(receiver))
+                self._frozen.add(receiver)
         for assign in self._index.nodes(cst.Assign):
             for target in assign.targets:  # type: ignore[attr-defined]
                 name = dotted_name(target.target)

@@ -61,15 +61,19 @@ class GradScalerWithFp16Params(Rule):
     - fp32 master weights: an optimizer over `[p.detach().clone().float() for p in ...]`;
     - a frozen fp16 model (`requires_grad_(False)`, a teacher, a VAE, a text encoder) or one
       no optimizer trains;
-    - a GradScaler created with `enabled=False`, one enabled by a runtime flag, a GradScaler
+    - a GradScaler created with `enabled=False`, one enabled by a runtime flag the cast does
+      not hang on (`if args.half: model.half()` beside `enabled=args.amp`), a GradScaler
       next to bf16 autocast, Lightning `precision="16-true"` (no scaler);
     - a cast in a branch exclusive with the scaler (`if args.fp16: ... else: ...`), a cast after
       training (`model.half()` to export or evaluate), a cast in another method that is not the
       setup (`__init__`, `setup`, `configure_optimizers`, a builder that returns the model);
     - `.half()` on tensors and inputs, a dtype chosen at runtime.
 
-    A switch that only some runs turn on (`--mixed_precision` with `"fp16"` among its
-    `choices`) is reported with the condition first: "when run with --mixed_precision fp16".
+    A switch that only some runs turn on is reported with the condition first: a
+    `--mixed_precision` flag with `"fp16"` among its `choices` ("when run with
+    --mixed_precision fp16, ..."), and a scaler enabled by the very flag the cast hangs on —
+    `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)`, the shape left behind
+    when apex's `FP16_Optimizer` is swapped for a GradScaler ("when `args.fp16` is true, ...").
 
     ## Why is this bad?
     Loss scaling exists to keep fp16 *gradients of fp32 parameters* from underflowing, and the
@@ -370,7 +374,7 @@ def main(cfg):
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         if not may_hold_a_finding(context.source):  # for callers that skip the engine
             return
-        analysis = Fp16Sites(context, target=FP16)
+        analysis = Fp16Sites(context, target=FP16, runtime_flags=True)
         trainables = Fp32Trainables(
             context.source, analysis.index, analysis.origins, analysis.paths
         )
@@ -389,6 +393,8 @@ def main(cfg):
     def _trains_fp16(analysis: Fp16Sites, trainables: Fp32Trainables, site: Fp16Site) -> bool:
         """The optimizer behind ``site`` steps the fp16 parameters of ``site.model``."""
         origin = site.origin.node
+        if not site.requires <= analysis.paths.conditions(origin):
+            return False  # a runtime flag enables the scaler; the cast does not hang on it
         if trainables.why_fp32(site.model, origin) is not None:
             return False
         index = analysis.index

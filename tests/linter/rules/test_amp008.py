@@ -462,3 +462,78 @@ def test_an_fp32_cast_before_the_fp16_one_restores_nothing() -> None:
         "        scaler = ", "        model.float()\n        scaler = "
     )
     assert lines(after) == []
+
+
+FLAG_TIED = """\
+import torch
+
+
+def main(args):
+    model = BertForSequenceClassification.from_pretrained(args.bert_model).cuda()
+    if args.fp16:
+        model.half()
+    optimizer = torch.optim.AdamW(filter(lambda p: p.requires_grad, model.parameters()))
+    scaler = torch.cuda.amp.GradScaler(enabled={enabled})
+    for batch in loader:
+        with torch.cuda.amp.autocast(enabled=args.fp16):
+            loss = model(**batch).loss
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+def test_a_cast_and_a_scaler_on_the_same_runtime_flag_are_reported_with_the_flag() -> None:
+    [(line, _col, message)] = findings(FLAG_TIED.format(enabled="args.fp16"))
+    assert line == 7
+    assert message.startswith("when `args.fp16` is true, `model` is cast to float16 here")
+
+
+@pytest.mark.parametrize("enabled", ["args.amp", "not args.fp16", "use_amp"])
+def test_a_scaler_on_another_runtime_flag_is_not_reported(enabled: str) -> None:
+    assert lines(FLAG_TIED.format(enabled=enabled)) == []
+
+
+def test_an_unconditional_cast_with_a_flag_enabled_scaler_is_not_reported() -> None:
+    source = FLAG_TIED.format(enabled="args.fp16").replace(
+        "    if args.fp16:\n        model.half()", "    model.half()"
+    )
+    assert "if args.fp16:\n        model.half()" not in source
+    assert lines(source) == []
+
+
+PART_CAST = """\
+import torch
+from torch import nn
+
+model = nn.ModuleList([nn.Linear(10, 20), nn.Linear(20, 10)]).cuda()
+{cast}
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = nn.functional.mse_loss(model[1](model[0](x)), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize("cast", ["model[0].half()", "model.encoder.to(torch.float16)"])
+def test_a_part_of_the_trained_model_cast_to_fp16_is_reported(cast: str) -> None:
+    [(line, _col, message)] = findings(PART_CAST.format(cast=cast))
+    assert line == 5
+    assert f"`model` is cast to float16 in part (`{cast}`)" in message
+
+
+@pytest.mark.parametrize(
+    "cast",
+    [
+        "model[0].half()\nmodel[0].requires_grad_(False)",
+        "model[0].half()\nmodel[0].float()",
+        "model[0].to(device)",
+        "model.encoder.half()\nmodel = build_fresh_model()",
+    ],
+)
+def test_a_part_cast_that_is_frozen_undone_or_not_a_dtype_is_not_reported(cast: str) -> None:
+    assert lines(PART_CAST.format(cast=cast)) == []
