@@ -133,6 +133,19 @@ def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(current.children))
 
 
+def _holder_names(node: cst.BaseExpression) -> set[str]:
+    """Plain names an expression reads (``named`` of ``[p for n, p in named]``), not the parts
+    of attribute reads (``model`` of ``model.parameters()``: `model_in` sees those)."""
+    names: set[cst.Name] = set()
+    parts: set[cst.CSTNode] = set()
+    for child in (node, *_descendants(node)):
+        if isinstance(child, cst.Attribute):
+            parts.update((child.value, child.attr))
+        elif isinstance(child, cst.Name):
+            names.add(child)
+    return {name.value for name in names - parts}
+
+
 def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
     parent = index.parent.get(node)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
@@ -389,21 +402,59 @@ class Fp16Sites:
 
     def _optimized_model(self, value: cst.BaseExpression, at: cst.CSTNode):
         """The model whose parameters an optimizer expression holds: ``Adam(model.parameters())``
-        or through a name its function binds first (``params = filter(..., model.parameters())``,
-        a list of parameter groups)."""
+        or through the names its parameter argument reads, as the same function last filled
+        them before (``params = filter(..., model.parameters())``, ``named =
+        list(model.named_parameters())`` read by parameter-group comprehensions,
+        ``decay.append(p)`` in a loop over ``model.named_parameters()``)."""
         found = self.model_in(value, at)
-        if found is not None or not isinstance(value, cst.Call):
+        params = (
+            (keyword(value, "params") or positional(value, 0))
+            if isinstance(value, cst.Call)
+            else None
+        )
+        if found is not None or params is None:
             return found
         function = self.index.enclosing_function(at)
-        names = {dotted_name(arg.value) for arg in value.args if isinstance(arg.value, cst.Name)}
-        for node in self.index.nodes(cst.Assign):
-            if (
-                self.index.order[node] < self.index.order[at]
-                and self.index.enclosing_function(node) is function
-                and any(dotted_name(t.target) in names for t in node.targets)  # type: ignore[attr-defined]
-            ):
-                found = found or self.model_in(node.value, node)  # type: ignore[attr-defined]
+        pending = _holder_names(params.value)
+        seen: set[str] = set()
+        while pending and found is None and len(seen) < 8:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for node in self._fillers(name, function, at):
+                source = node.iter if isinstance(node, cst.For) else node.value  # type: ignore[attr-defined]
+                found = found or self.model_in(source, node)
+                pending |= _holder_names(source)
         return found
+
+    def _fillers(
+        self, name: str, function: cst.CSTNode | None, at: cst.CSTNode
+    ) -> list[cst.CSTNode]:
+        """What last filled ``name`` before ``at`` in ``function``: its last assignment, and the
+        loops that ``append`` to it (``(rest if p.ndim < 2 else decay).append(p)`` too)."""
+        order = self.index.order[at]
+        assigns = [
+            node
+            for node in self.index.nodes(cst.Assign)
+            if self.index.order[node] < order
+            and self.index.enclosing_function(node) is function
+            and any(dotted_name(t.target) == name for t in node.targets)  # type: ignore[attr-defined]
+        ]
+        fillers: list[cst.CSTNode] = assigns[-1:]
+        for append in self.index.calls_named(".append"):
+            receiver = append.func.value  # type: ignore[attr-defined]
+            if (
+                name in _holder_names(receiver)
+                and self.index.order[append] < order
+                and self.index.enclosing_function(append) is function
+            ):
+                loop = next(
+                    (a for a in self.index.ancestors(append) if isinstance(a, cst.For)), None
+                )
+                if loop is not None:
+                    fillers.append(loop)
+        return fillers
 
     def _casts(self) -> Iterator[Fp16Site]:
         for call in self.calls:

@@ -537,3 +537,22 @@ def test_a_part_of_the_trained_model_cast_to_fp16_is_reported(cast: str) -> None
 )
 def test_a_part_cast_that_is_frozen_undone_or_not_a_dtype_is_not_reported(cast: str) -> None:
     assert lines(PART_CAST.format(cast=cast)) == []
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        "named = list(model.named_parameters())\n"
+        "groups = [{'params': [p for n, p in named if 'bias' not in n], 'weight_decay': 0.01}]",
+        "decay = []\nfor name, p in model.named_parameters():\n    decay.append(p)\n"
+        "groups = [{'params': decay}]",
+        "decay, rest = [], []\nfor name, p in model.named_parameters():\n"
+        "    (rest if p.ndim < 2 else decay).append(p)\n"
+        "groups = [{'params': decay}, {'params': rest, 'weight_decay': 0.0}]",
+    ],
+)
+def test_parameter_groups_built_from_the_model_lead_back_to_it(groups: str) -> None:
+    setup = f"model = Net().half()\n{groups}"
+    source = SCALER_LOOP.format(setup=setup).replace("model.parameters(), lr=1e-4", "groups")
+    assert "AdamW(groups)" in source
+    assert lines(source) == [4]
