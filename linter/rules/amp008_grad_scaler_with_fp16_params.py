@@ -13,7 +13,7 @@ from linter.rules._fp16_sites import Fp16Site, Fp16Sites
 from linter.rules._fp32_trainables import Fp32Trainables
 from linter.rules._module_index import ModuleIndex
 
-#: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``"fp16"`` in a cast or a load.
+#: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")
 #: Text of a switch that brings a GradScaler.
 _LOSS_SCALING_TEXT = re.compile(
