@@ -10,6 +10,7 @@ from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
 from linter.rules.amp005_update_not_once_per_iteration import UpdateNotOncePerIteration
 from linter.rules.amp006_backward_without_scale import BackwardWithoutScale
 from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
+from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
@@ -20,6 +21,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     UpdateNotOncePerIteration,
     BackwardWithoutScale,
     StepBypassesScaler,
+    GradScalerWithFp16Params,
 )
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
+    "GradScalerWithFp16Params",
     "StepBypassesScaler",
     "UpdateNotOncePerIteration",
 ]

@@ -1,5 +1,9 @@
 """Where each model in a module became bf16: loaded or cast as bfloat16, or a bf16 family.
 
+The same tracking answers "where did this model become fp16?" (AMP008) when built with
+``target=FP16``: then ``.half()``/``.to(torch.float16)`` casts and fp16 loads are the origins,
+there are no families, and a peft wrapper ends the origin (its trainable adapters are fp32).
+
 Models are tracked by the dotted name they are bound to (``model``, ``self.model``), per scope:
 plain names per function (in source order, so a rebinding ends the old model), ``self.x``
 per class. A model keeps its origin through ``.to(device)``, ``.cuda()``, wrappers such as
@@ -61,6 +65,16 @@ MODEL_WRAPPERS = frozenset(
         "fully_shard",
     }
 )
+
+#: Wrappers after which only fp32 adapters train (peft upcasts adapters of an fp16 base; kbit
+#: preparation freezes the base): the model's *trainable* parameters are no longer fp16.
+TRAINS_ADAPTERS_ONLY = frozenset({"get_peft_model", "prepare_model_for_kbit_training"})
+
+#: Module methods that cast to one dtype, by the dtype.
+_CAST_METHODS = {"bfloat16": BF16, "half": FP16}
+
+#: How messages name each dtype.
+DTYPE_WORDS = {BF16: "bfloat16", FP16: "float16"}
 
 #: Keywords that give ``from_pretrained`` its dtype.
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
@@ -335,7 +349,10 @@ class Bf16Origins:
         constants: ModuleConstants,
         paths: PathFacts | None = None,
         extra_families: tuple[Bf16Family, ...] = (),
+        target: str = BF16,
     ) -> None:
+        #: The dtype whose origins are tracked: BF16 (AMP002) or FP16 (AMP008).
+        self.target = target
         self._index = index
         self._aliases = aliases
         self._constants = constants
@@ -428,7 +445,7 @@ class Bf16Origins:
 
     def family_origin(self, name_node: cst.BaseExpression | None) -> Bf16Origin | None:
         checkpoint = self.checkpoint_name(name_node)
-        if checkpoint is None:
+        if checkpoint is None or self.target != BF16:
             return None
         family = bf16_family(checkpoint, self._extra_families)
         if family is None:
@@ -450,14 +467,14 @@ class Bf16Origins:
                 method = func.attr.value
                 if method == "from_pretrained":
                     return self._from_pretrained(node)
-                if method == "bfloat16":
-                    return Bf16Origin(node, "cast to bfloat16", kind="cast")
+                if method in _CAST_METHODS:
+                    return self._cast_origin(node, _CAST_METHODS[method])
                 if method == "to":
                     cast = self.cast_dtype(node)
-                    if cast == BF16:
-                        return Bf16Origin(node, "cast to bfloat16", kind="cast")
-                    if cast == FP16:
-                        return None  # the cast is the fp16 site; the result is fp16 already
+                    if cast in (BF16, FP16):
+                        # A cast to the other half type is no origin (for AMP002 it is the
+                        # fp16 site; the result is fp16 already).
+                        return self._cast_origin(node, cast)
                     base = self.of_expression(func.value, at)
                     if cast == FP32 and base is not None and base.family is None:
                         return None
@@ -468,6 +485,8 @@ class Bf16Origins:
                 if method in _KEEP_DTYPE_METHODS:
                     return self.of_expression(func.value, at)
             name = dotted_name(func)
+            if name is not None and self.target == FP16 and last_part(name) in TRAINS_ADAPTERS_ONLY:
+                return None
             if name is not None and last_part(name) in MODEL_WRAPPERS:
                 first = positional(node, 0) or keyword(node, "model")
                 if first is not None:
@@ -479,6 +498,11 @@ class Bf16Origins:
         if name is None:
             return None
         return self.of_name(name, at)
+
+    def _cast_origin(self, node: cst.Call, dtype: str) -> Bf16Origin | None:
+        if dtype != self.target:
+            return None
+        return Bf16Origin(node, f"cast to {DTYPE_WORDS[dtype]}", kind="cast")
 
     def returned(self, call: cst.Call, element: int | None) -> Bf16Origin | None:
         """The origin of what a same-module function returns (``element`` of a returned tuple):
@@ -634,8 +658,8 @@ class Bf16Origins:
 
     def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:
         dtype_arg = self.loading_dtype_arg(call)
-        if dtype_arg is not None and self.dtype(dtype_arg.value) == BF16:
-            return Bf16Origin(dtype_arg.node, "loaded as bfloat16")
+        if dtype_arg is not None and self.dtype(dtype_arg.value) == self.target:
+            return Bf16Origin(dtype_arg.node, f"loaded as {DTYPE_WORDS[self.target]}")
         return self.family_origin(self.checkpoint_arg(call))
 
     def checkpoint_arg(self, call: cst.Call) -> cst.BaseExpression | None:
@@ -663,6 +687,22 @@ class Bf16Origins:
             scope = self._index.enclosing_function(at)
         self._bindings.setdefault((scope, name), []).append((self._index.order[at], at, origin))
 
+    def _bind_part_cast(self, cast: cst.Call, origin: Bf16Origin | None) -> None:
+        """``model[0].half()``, ``model.encoder.half()``: the models holding the part now hold
+        fp16 parameters (an fp32 part cast, ``model.head.float()``, ends that)."""
+        method = cast.func.attr.value  # type: ignore[attr-defined]
+        if method == "to" and self.cast_dtype(cast) is None:
+            return  # `.to(device)` leaves the dtype as it was
+        if origin is not None:
+            code = self._index.module.code_for_node(cast)
+            origin = Bf16Origin(cast, f"cast to float16 in part (`{code}`)", kind="cast")
+        node = cast.func.value  # type: ignore[attr-defined]
+        while isinstance(node, cst.Attribute | cst.Subscript):
+            node = node.value
+            name = dotted_name(node)
+            if name is not None and name != "self":
+                self._bind(node, origin, cast)
+
     def _collect(self) -> None:
         events: list[cst.CSTNode] = list(self._index.nodes(cst.Assign))
         # In-place casts of a module as statements: `model.to(torch.bfloat16)`, `model.half()`.
@@ -678,7 +718,10 @@ class Bf16Origins:
                 func = node.func
                 if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]
                     # nn.Module casts in place: `model.half()` makes `model` itself fp16.
-                    self._bind(func.value, self.of_expression(node, node), node)  # type: ignore[attr-defined]
+                    origin = self.of_expression(node, node)
+                    self._bind(func.value, origin, node)  # type: ignore[attr-defined]
+                    if self.target == FP16:
+                        self._bind_part_cast(node, origin)
                 continue
             value = node.value  # type: ignore[attr-defined]
             for target in (t.target for t in node.targets):  # type: ignore[attr-defined]

@@ -3,6 +3,9 @@
 A site counts only when it provably applies to a model with a bf16 origin: the model called
 under the autocast, the model whose optimizer the GradScaler steps, ``Trainer(model=..., args=...)``
 with those arguments, ``accelerator.prepare(model, ...)``, the LightningModule given to ``fit``.
+
+Built with ``target=FP16`` the same search pairs the switches with models that are fp16
+themselves (AMP008): then the switches that bring a GradScaler (``loss_scaling``) matter.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ TRAINING_ARGUMENTS = frozenset(
 )
 #: Lightning ``precision=`` values that mean fp16.
 LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
+#: ...and those that train through a GradScaler ("16-true" casts the model and scales nothing).
+LIGHTNING_LOSS_SCALING = frozenset({"16", "16-mixed"})
 #: Packages whose ``Trainer``/``Fabric`` take Lightning's ``precision=``.
 LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning")
 #: Methods through which a model is called (``model.generate(...)`` runs ``model``).
@@ -106,6 +111,17 @@ class Fp16Site:
     when: str | None = None
     #: Facts that hold on the runs where the switch is on.
     facts: frozenset[Fact] = frozenset()
+    #: Whether the switch trains through a GradScaler (a GradScaler, ``fp16=True``,
+    #: ``mixed_precision="fp16"``, Lightning ``16-mixed``), not only computes in fp16.
+    loss_scaling: bool = False
+    #: Further sites that tie the switch to the model: (node, description) pairs, e.g. the
+    #: optimizer over its parameters and the ``scaler.step(optimizer)`` that unscales them
+    #: (last: where the gradients are unscaled — the step, the Trainer, the ``prepare`` call).
+    through: tuple[tuple[cst.CSTNode, str], ...] = ()
+    #: For a switch on a runtime flag (``GradScaler(enabled=args.fp16)``, only with
+    #: ``runtime_flags``): the facts under which it is on. The pair is certain only where the
+    #: model's origin sits under the same facts (``if args.fp16: model.half()``).
+    requires: frozenset[Fact] = frozenset()
 
 
 def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -115,6 +131,19 @@ def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         stack.extend(reversed(current.children))
+
+
+def _holder_names(node: cst.BaseExpression) -> set[str]:
+    """Plain names an expression reads (``named`` of ``[p for n, p in named]``), not the parts
+    of attribute reads (``model`` of ``model.parameters()``: `model_in` sees those)."""
+    names: set[cst.Name] = set()
+    parts: set[cst.CSTNode] = set()
+    for child in (node, *_descendants(node)):
+        if isinstance(child, cst.Attribute):
+            parts.update((child.value, child.attr))
+        elif isinstance(child, cst.Name):
+            names.add(child)
+    return {name.value for name in names - parts}
 
 
 def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
@@ -132,7 +161,14 @@ def _is_receiver(value: cst.BaseExpression, call: cst.Call, bound: str | None) -
 class Fp16Sites:
     """Finds the fp16 sites of one module and the bf16 model each applies to."""
 
-    def __init__(self, context: ModuleContext, extra_families: tuple[Bf16Family, ...] = ()) -> None:
+    def __init__(
+        self,
+        context: ModuleContext,
+        extra_families: tuple[Bf16Family, ...] = (),
+        target: str = BF16,
+        *,
+        runtime_flags: bool = False,
+    ) -> None:
         self.context = context
         self.index = module_index(context)
         self.aliases = ImportAliases(
@@ -146,9 +182,12 @@ class Fp16Sites:
             ModuleConstants(self.index, settings),
             self.paths,
             extra_families,
+            target,
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
         self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
+        #: Whether GradScalers enabled by a runtime flag make sites (see `Fp16Site.requires`).
+        self.runtime_flags = runtime_flags
 
     def qualified(self, node: cst.BaseExpression) -> str | None:
         name = dotted_name(node)
@@ -185,18 +224,22 @@ class Fp16Sites:
 
     # -- the sites ---------------------------------------------------------------------------
 
-    def sites(self) -> Iterator[Fp16Site]:
-        """Sites whose bf16 origin can run on one path with them (same run, same arm)."""
+    def sites(self, *, loss_scaling_only: bool = False) -> Iterator[Fp16Site]:
+        """Sites whose origin can run on one path with them (same run, same arm); with
+        ``loss_scaling_only``, only the switches that bring a GradScaler."""
         if not self.trains():
             return
-        for site in (
-            *self._autocasts(),
+        found = (
+            *(() if loss_scaling_only else self._autocasts()),
             *self._grad_scalers(),
-            *self._casts(),
+            *(() if loss_scaling_only else self._casts()),
             *self._training_arguments(),
             *self._accelerators(),
             *self._lightning(),
-        ):
+        )
+        for site in found:
+            if loss_scaling_only and not site.loss_scaling:
+                continue
             if not self.paths.exclusive(site.origin.node, site.node, (), site.facts):
                 yield site
 
@@ -301,40 +344,117 @@ class Fp16Sites:
                 continue
             scaler = _assigned_name(self.index, call)
             enabled = self._enabled(call)
+            requires: frozenset[Fact] = frozenset()
+            flag = keyword(call, "enabled")
+            if enabled is None and self.runtime_flags and flag is not None:
+                requires = self.paths.facts.of_test(flag.value, True)
+                code = self.context.module.code_for_node(flag.value)
+                enabled = SwitchOn(requires, f"when `{code}` is true") if requires else None
             if scaler is None or enabled is None:
                 continue
             if bf16_autocast is None:
                 bf16_autocast = self._bf16_autocast_functions()
             if self.index.enclosing_function(call) in bf16_autocast:
                 continue  # bf16 compute: the scaler is redundant, not harmful
-            found = self._model_behind_scaler(scaler, call)
+            found = self._model_behind_scaler(scaler)
             if found is not None:
+                model, origin, through = found
                 yield Fp16Site(
                     call,
                     "GradScaler (fp16 loss scaling)",
                     "train with bf16 autocast and no GradScaler",
-                    *found,
+                    model,
+                    origin,
                     enabled.when,
                     enabled.facts,
+                    loss_scaling=True,
+                    through=through,
+                    requires=requires,
                 )
 
-    def _model_behind_scaler(self, scaler: str, at: cst.CSTNode):
-        """The model whose optimizer ``<scaler>.step(optimizer)`` steps."""
-        optimizers = {
-            dotted_name(arg.value)
-            for call in self.calls
-            if isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "step"
-            and dotted_name(call.func.value) == scaler
-            and (arg := positional(call, 0)) is not None
-        }
+    def _model_behind_scaler(self, scaler: str):
+        """The model whose optimizer ``<scaler>.step(optimizer)`` (or ``unscale_``) steps, its
+        origin, and the (optimizer, step) sites that tie them together."""
+        steps: dict[str | None, cst.Call] = {}
+        for method in ("step", "unscale_"):
+            for call in self.index.calls_named("." + method):
+                arg = positional(call, 0)
+                if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]
+                    steps.setdefault(dotted_name(arg.value), call)
         for node in self.index.nodes(cst.Assign):
             for target in node.targets:  # type: ignore[attr-defined]
-                if dotted_name(target.target) in optimizers:
-                    found = self.model_in(node.value, node)  # type: ignore[attr-defined]
+                optimizer = dotted_name(target.target)
+                if optimizer in steps:
+                    step = steps[optimizer]
+                    found = self._optimized_model(node.value, node)  # type: ignore[attr-defined]
+                    if found is None and self.index.enclosing_function(
+                        step
+                    ) is self.index.enclosing_function(node):
+                        # Cast in place after the optimizer was built, before it steps.
+                        found = self.model_in(node.value, step)  # type: ignore[attr-defined]
                     if found is not None:
-                        return found
+                        through = (
+                            (node, f"`{optimizer}` trains its parameters"),
+                            (step, f"`{self.context.module.code_for_node(step)}` unscales them"),
+                        )
+                        return (*found, through)
         return None
+
+    def _optimized_model(self, value: cst.BaseExpression, at: cst.CSTNode):
+        """The model whose parameters an optimizer expression holds: ``Adam(model.parameters())``
+        or through the names its parameter argument reads, as the same function last filled
+        them before (``params = filter(..., model.parameters())``, ``named =
+        list(model.named_parameters())`` read by parameter-group comprehensions,
+        ``decay.append(p)`` in a loop over ``model.named_parameters()``)."""
+        found = self.model_in(value, at)
+        params = (
+            (keyword(value, "params") or positional(value, 0))
+            if isinstance(value, cst.Call)
+            else None
+        )
+        if found is not None or params is None:
+            return found
+        function = self.index.enclosing_function(at)
+        pending = _holder_names(params.value)
+        seen: set[str] = set()
+        while pending and found is None and len(seen) < 8:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for node in self._fillers(name, function, at):
+                source = node.iter if isinstance(node, cst.For) else node.value  # type: ignore[attr-defined]
+                found = found or self.model_in(source, node)
+                pending |= _holder_names(source)
+        return found
+
+    def _fillers(
+        self, name: str, function: cst.CSTNode | None, at: cst.CSTNode
+    ) -> list[cst.CSTNode]:
+        """What last filled ``name`` before ``at`` in ``function``: its last assignment, and the
+        loops that ``append`` to it (``(rest if p.ndim < 2 else decay).append(p)`` too)."""
+        order = self.index.order[at]
+        assigns = [
+            node
+            for node in self.index.nodes(cst.Assign)
+            if self.index.order[node] < order
+            and self.index.enclosing_function(node) is function
+            and any(dotted_name(t.target) == name for t in node.targets)  # type: ignore[attr-defined]
+        ]
+        fillers: list[cst.CSTNode] = assigns[-1:]
+        for append in self.index.calls_named(".append"):
+            receiver = append.func.value  # type: ignore[attr-defined]
+            if (
+                name in _holder_names(receiver)
+                and self.index.order[append] < order
+                and self.index.enclosing_function(append) is function
+            ):
+                loop = next(
+                    (a for a in self.index.ancestors(append) if isinstance(a, cst.For)), None
+                )
+                if loop is not None:
+                    fillers.append(loop)
+        return fillers
 
     def _casts(self) -> Iterator[Fp16Site]:
         for call in self.calls:
@@ -391,7 +511,16 @@ class Fp16Sites:
                 found = self._trainer_model(trainer)
                 if found is not None:
                     what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
-                    yield Fp16Site(fp16, what, "use `bf16=True`", *found, switch.when, switch.facts)
+                    yield Fp16Site(
+                        fp16,
+                        what,
+                        "use `bf16=True`",
+                        *found,
+                        switch.when,
+                        switch.facts,
+                        loss_scaling=True,
+                        through=((trainer, "its optimizer steps through a GradScaler"),),
+                    )
                     break
 
     def _accelerators(self) -> Iterator[Fp16Site]:
@@ -409,6 +538,7 @@ class Fp16Sites:
                 continue
             bound = _assigned_name(self.index, call)
             found = None
+            through: tuple[tuple[cst.CSTNode, str], ...] = ()
             for prepare in self.calls:
                 func = prepare.func
                 if (
@@ -417,7 +547,9 @@ class Fp16Sites:
                     and _is_receiver(func.value, call, bound)
                 ):
                     for arg in prepare.args:
-                        found = found or self.model_in(arg.value, prepare)
+                        if found is None:
+                            found = self.model_in(arg.value, prepare)
+                            through = ((prepare, "prepared for fp16 loss scaling here"),)
             if found is not None:
                 what = f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
                 yield Fp16Site(
@@ -427,6 +559,8 @@ class Fp16Sites:
                     *found,
                     switch.when,
                     switch.facts,
+                    loss_scaling=True,
+                    through=through,
                 )
 
     def _lightning(self) -> Iterator[Fp16Site]:
@@ -457,6 +591,9 @@ class Fp16Sites:
                 for arg in fit.args:
                     found = found or self._lightning_model(arg.value, fit, classes)
             if found is not None:
+                scales = self.switches.equals(
+                    value, lambda text: str(text) in LIGHTNING_LOSS_SCALING
+                )
                 yield Fp16Site(
                     precision,
                     f"`precision={self.context.module.code_for_node(value)}`",
@@ -464,6 +601,7 @@ class Fp16Sites:
                     *found,
                     switch.when,
                     switch.facts,
+                    loss_scaling=scales is not None and scales.when == switch.when,
                 )
 
     def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):

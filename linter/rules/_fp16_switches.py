@@ -75,6 +75,11 @@ class Fp16Switches:
             return _ALWAYS if accepted(literal) else None
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
             return self._negation(node.expression, accepted, depth)
+        if isinstance(node, cst.Comparison):
+            compared = self._comparison(node)
+            if compared is _UNKNOWN:
+                return None
+            return _ALWAYS if accepted(compared) else None
         if isinstance(node, cst.Call):
             name = dotted_name(node.func)
             if name is not None and name in TRUE_ON_GPUS and accepted(True):
@@ -124,6 +129,23 @@ class Fp16Switches:
             if name is not None and last_part(name) in BF16_SUPPORT_CHECKS:
                 return SwitchOn(self._facts.of_test(inner, False), ON_GPUS_WITHOUT_BF16)
         return None
+
+    def _comparison(self, node: cst.Comparison) -> object:
+        """``dtype == "float16"`` where ``dtype`` is bound once to a literal (nanoGPT's
+        ``GradScaler(enabled=(dtype == "float16"))``): its truth value, else unknown."""
+        if len(node.comparisons) != 1:
+            return _UNKNOWN
+        target = node.comparisons[0]
+        relation = type(target.operator)
+        if relation not in (cst.Equal, cst.NotEqual):
+            return _UNKNOWN
+        left = node.left
+        if isinstance(left, cst.Name):
+            left = self._bound_once(left) or left
+        values = (_literal(left), _literal(target.comparator))
+        if _UNKNOWN in values:
+            return _UNKNOWN
+        return (values[0] == values[1]) == (relation is cst.Equal)
 
     def _bound_once(self, name: cst.Name) -> cst.BaseExpression | None:
         """The value of a name assigned exactly once in its function (or at module level)."""

@@ -40,6 +40,22 @@ MODELS = (
     "model = Net().to(dtype)",
     "model.half()",
 )
+#: Models whose own parameters are fp16, and the optimizers that train them (AMP008).
+FP16_MODELS = (
+    "model = Net().cuda().half()",
+    "model = model.half()",
+    "model.to(torch.float16)",
+    'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float16)',
+    "model = Net().to(dtype=torch.half)",
+    "model.requires_grad_(False)",
+    "model.float()",
+)
+OPTIMIZERS = (
+    "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)",
+    "optimizer = torch.optim.SGD([{'params': model.parameters()}], lr=0.1)",
+    "optimizer = torch.optim.Adam(filter(lambda p: p.requires_grad, model.parameters()))",
+    "optimizer = torch.optim.SGD([p.float() for p in model.parameters()], lr=0.1)",
+)
 SCALERS = (
     'scaler = torch.amp.GradScaler("cuda")',
     "scaler = GradScaler()",
@@ -51,6 +67,7 @@ SCALERS = (
     'args = TrainingArguments("out", fp16=True)',
     "trainer = Trainer(model=model, args=args)",
     "trainer.train()",
+    'trainer = L.Trainer(precision="16-mixed")',
 )
 #: One-line statements of a training step (the ``scaler`` may be any receiver above).
 STEP = (
@@ -155,6 +172,10 @@ def block(draw: st.DrawFn, depth: int, in_loop: bool, in_function: bool) -> list
 #: Each program has one of each, so that every rule's pre-filter lets it through.
 BF16_ORIGINS = tuple(line for line in MODELS if "bfloat16" in line and "dtype =" not in line)
 FP16_SWITCHES = tuple(line for line in SCALERS if "Scaler" in line or "fp16" in line)
+#: Switches whose text AMP008's pre-filter looks for (a GradScaler, fp16=, mixed_precision).
+LOSS_SCALERS = tuple(
+    line for line in SCALERS if any(word in line for word in ("GradScaler", "fp16=", "precision"))
+)
 SCALE_READS = tuple(
     line for line in STEP if any(read in line for read in ("get_scale", "._scale", '"scale"'))
 )
@@ -166,9 +187,10 @@ CLIPS = tuple(line for line in STEP if "clip_grad" in line)
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale, a gradient
-    clip, a ``scaler.step`` and an import of a deprecated AMP namespace (somewhere among the
-    rest), so that the real rules parse and analyse it.
+    It always holds a bf16 origin, an fp16 model and an optimizer, an fp16 switch that brings a
+    GradScaler, a backward, a read of the scale, a gradient clip, a ``scaler.step`` and an import
+    of a deprecated AMP namespace (somewhere among the rest), so that the real rules parse and
+    analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -176,12 +198,15 @@ def training_program(draw: st.DrawFn) -> str:
         st.permutations(
             [
                 draw(st.sampled_from(BF16_ORIGINS)),
+                draw(st.sampled_from(FP16_MODELS)),
+                draw(st.sampled_from(OPTIMIZERS)),
                 *draw(st.lists(st.sampled_from(MODELS), max_size=2)),
             ]
         )
     )
     lines += [
         draw(st.sampled_from(FP16_SWITCHES)),
+        draw(st.sampled_from(LOSS_SCALERS)),
         *draw(st.lists(st.sampled_from(SCALERS), max_size=2)),
     ]
     first_loop = draw(block(2, True, False))

@@ -17,6 +17,7 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("fp16_get_scale_every_step.py", 35, "AMP001"),
     ("fp16_get_scale_every_step.py", 39, "AMP001"),
     ("fp16_penalty_backward_without_scale.py", 31, "AMP006"),
+    ("fp16_params_under_grad_scaler.py", 27, "AMP008"),
     ("grad_accumulation_loop.py", 32, "AMP001"),
     ("hf_trainer_fp16_on_bf16_checkpoint.py", 46, "AMP002"),
     ("lightning_scale_logging.py", 28, "AMP001"),

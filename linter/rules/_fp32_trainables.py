@@ -1,0 +1,175 @@
+"""Why a model cast to fp16 may still train fp32 parameters (AMP008's exclusions).
+
+A GradScaler raises only when a parameter the optimizer steps has an fp16 gradient. A model cast
+or loaded in fp16 is safe to train through one when what the optimizer actually steps is fp32:
+
+- adapters: peft/LoRA (``get_peft_model``, ``add_adapter``, ``LoraConfig``...) trains adapter
+  weights that peft upcasts to fp32 (``autocast_adapter_dtype``) over a frozen fp16 base; a
+  4/8-bit load is trainable only through such adapters;
+- upcasts: ``cast_training_params(model, dtype=torch.float32)`` (diffusers), ``p.data =
+  p.data.float()`` over the trainable parameters, ``model.head.float()``,
+  ``model.to(torch.float32)`` as a statement;
+- a frozen model: ``model.requires_grad_(False)``, ``for p in model.parameters():
+  p.requires_grad = False`` (a teacher, a VAE);
+- fp32 master weights: an optimizer over ``[p.detach().clone().float() for p in ...]``
+  (apex-style "FP16 optimizer" loops copy fp16 gradients into them by hand).
+
+The module-wide markers are deliberately broad: when a file may train fp32 parameters the rule
+stays silent (a missed report costs less than a false alarm).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from linter.rules._bf16_origins import FP32, Bf16Origins, keyword
+from linter.rules._dotted_names import dotted_name
+from linter.rules._module_index import ModuleIndex
+from linter.rules._path_facts import PathFacts
+
+#: Text that says a file trains adapters (peft, LoRA, diffusers' adapter API) or upcasts them.
+ADAPTER_TEXT = re.compile(
+    r"lora|peft|\w*adapter\s*\(|cast_training_params|prepare_model_for_kbit_training",
+    re.IGNORECASE,
+)
+
+#: ``from_pretrained`` keywords that load quantized weights, trainable only through adapters.
+QUANTIZED_LOAD_KEYWORDS = ("load_in_8bit", "load_in_4bit", "quantization_config")
+
+#: Calls in an optimizer's parameter expression that make fp32 copies (master weights).
+_COPY_METHODS = frozenset({"float", "clone", "detach", "double", "deepcopy"})
+
+
+def _root(name: str) -> str:
+    """``model`` of ``self.model.head``: what two scopes may call one model."""
+    return name.removeprefix("self.").partition(".")[0]
+
+
+def _receiver_root(node: cst.BaseExpression) -> str | None:
+    """`_root` of a module expression, through subscripts (``model[0]``, ``net.blocks[3].mlp``)."""
+    while isinstance(node, cst.Attribute | cst.Subscript) and dotted_name(node) is None:
+        node = node.value
+    name = dotted_name(node)
+    return _root(name) if name is not None else None
+
+
+class Fp32Trainables:
+    """Answers, per model, whether what its optimizer steps may be fp32 after all."""
+
+    def __init__(
+        self, source: str, index: ModuleIndex, origins: Bf16Origins, paths: PathFacts
+    ) -> None:
+        self._index = index
+        self._origins = origins
+        self._paths = paths
+        #: The file trains adapters or upcasts them: every model may train fp32 parameters.
+        self.adapters = ADAPTER_TEXT.search(source) is not None
+        #: Model roots (see `_root`) cast back to fp32, in whole or in part -> the casts.
+        self._upcast: dict[str, list[cst.CSTNode]] = {}
+        #: Model roots frozen as a whole.
+        self._frozen: set[str] = set()
+        #: Some ``x.data = <fp32 copy>`` that cannot be pinned on one model.
+        self.upcasts_parameter_data = False
+        self._collect()
+
+    def why_fp32(self, model: str, origin_node: cst.CSTNode) -> str | None:
+        """A reason the parameters ``model``'s optimizer steps may be fp32, or None."""
+        if self.adapters:
+            return "the file trains adapters"
+        if self.upcasts_parameter_data:
+            return "the file upcasts parameter data to fp32"
+        root = _root(model)
+        if any(self._may_follow(origin_node, cast) for cast in self._upcast.get(root, ())):
+            return f"`{root}` (or part of it) is cast back to fp32"
+        if root in self._frozen:
+            return f"`{root}` is frozen"
+        load = self._index.parent.get(origin_node)
+        if isinstance(load, cst.Call) and any(keyword(load, k) for k in QUANTIZED_LOAD_KEYWORDS):
+            return "the load is quantized"
+        return None
+
+    def _may_follow(self, origin: cst.CSTNode, cast: cst.CSTNode) -> bool:
+        """The fp32 cast can run after the fp16 one (a `.float()` before it, as in a script
+        that times fp32 first and then casts to half, restores nothing)."""
+        return self._paths.may_precede(origin, cast)
+
+    def copies_parameters(self, expression: cst.BaseExpression) -> bool:
+        """An optimizer's parameters are fp32 copies (``p.detach().clone().float()``), directly
+        or through a name the same function binds to such an expression."""
+        function = self._index.enclosing_function(expression)
+        seen: set[str] = set()
+        stack: list[cst.CSTNode] = [expression]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Call):
+                func = node.func
+                method = func.attr.value if isinstance(func, cst.Attribute) else None
+                if isinstance(func, cst.Name):
+                    method = func.value
+                if method in _COPY_METHODS or (
+                    method == "to" and self._origins.cast_dtype(node) == FP32
+                ):
+                    return True
+            if isinstance(node, cst.Name) and node.value not in seen:
+                seen.add(node.value)
+                stack += self._bound_in(function, node.value)
+            stack.extend(node.children)
+        return False
+
+    def _bound_in(self, function: cst.CSTNode | None, name: str) -> list[cst.CSTNode]:
+        return [
+            assign.value  # type: ignore[attr-defined]
+            for assign in self._index.nodes(cst.Assign)
+            if self._index.enclosing_function(assign) is function
+            and any(dotted_name(t.target) == name for t in assign.targets)  # type: ignore[attr-defined]
+        ]
+
+    def _collect(self) -> None:
+        for call in self._index.nodes(cst.Call):
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            receiver = _receiver_root(func.value)
+            method = func.attr.value
+            if receiver is not None and (
+                method == "float" or (method == "to" and self._origins.cast_dtype(call) == FP32)
+            ):
+                self._upcast.setdefault(receiver, []).append(call)
+            elif receiver is not None and method == "requires_grad_" and _turns_off(call):
+                self._frozen.add(receiver)
+        for assign in self._index.nodes(cst.Assign):
+            for target in assign.targets:  # type: ignore[attr-defined]
+                name = dotted_name(target.target)
+                if name is None:
+                    continue
+                if name.endswith(".data") and self.copies_parameters(assign.value):  # type: ignore[attr-defined]
+                    self.upcasts_parameter_data = True
+                elif name.endswith(".requires_grad") and _is_false(assign.value):  # type: ignore[attr-defined]
+                    model = self._model_iterated_for(assign)
+                    if model is not None:
+                        self._frozen.add(_root(model))
+
+    def _model_iterated_for(self, statement: cst.CSTNode) -> str | None:
+        """``model`` of ``for p in model.parameters(): p.requires_grad = False``."""
+        for ancestor in self._index.ancestors(statement):
+            if isinstance(ancestor, cst.For):
+                iterable = ancestor.iter
+                if (
+                    isinstance(iterable, cst.Call)
+                    and isinstance(iterable.func, cst.Attribute)
+                    and iterable.func.attr.value in ("parameters", "named_parameters")
+                ):
+                    return dotted_name(iterable.func.value)
+                return None
+        return None
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def _turns_off(call: cst.Call) -> bool:
+    """``requires_grad_(False)`` / ``requires_grad_(requires_grad=False)``."""
+    return bool(call.args) and _is_false(call.args[0].value)

@@ -1,0 +1,558 @@
+"""AMP008 grad-scaler-with-fp16-params: fp16 models, the GradScaler that unscales them, and the
+many ways a model in fp16 still trains fp32 parameters (which must stay silent)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+from rule_runner import run_rule, run_rule_related
+
+from linter.rules import GradScalerWithFp16Params
+
+
+def findings(source: str) -> list[tuple[int, int, str]]:
+    return run_rule(GradScalerWithFp16Params, textwrap.dedent(source))
+
+
+def lines(source: str) -> list[int]:
+    return [line for line, _col, _msg in findings(source)]
+
+
+SCALER_LOOP = """\
+import torch
+from transformers import AutoModelForCausalLM
+
+{setup}
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+scaler = torch.amp.GradScaler("cuda")
+for batch in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(**batch).loss
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "model = Net().cuda().half()",
+        "model = Net().cuda()\nmodel = model.half()",
+        "model = Net()\nmodel.half()",
+        "model = Net().to(torch.float16)",
+        "model = Net().to(dtype=torch.half)",
+        'model = Net().to("cuda", torch.float16)',
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float16)',
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", dtype="float16")',
+        "kwargs = dict(torch_dtype=torch.float16)\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", **kwargs)',
+        "model = torch.compile(Net().half())",
+    ],
+)
+def test_fp16_model_spellings_are_reported_at_the_cast_or_load(setup: str) -> None:
+    source = SCALER_LOOP.format(setup=setup)
+    [cast_line] = [
+        number
+        for number, line in enumerate(setup.splitlines(), start=4)
+        if "half" in line or "float16" in line
+    ]
+    assert lines(source) == [cast_line]
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "model = Net().cuda()",
+        "model = Net().half().float()",
+        "model = Net().half()\nmodel.float()",
+        "model = Net().half()\nmodel = model.to(torch.float32)",
+        "model = Net().to(torch.bfloat16)",
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float32)',
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", revision="fp16")',
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=dtype)',
+        "dtype = torch.float16 if args.fp16 else torch.float32\nmodel = Net().to(dtype)",
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float16, '
+        "load_in_8bit=True)",
+        "model = Net().half()\nmodel.requires_grad_(False)",
+        "model = Net().half()\nfor p in model.parameters():\n    p.requires_grad = False",
+        "model = Net().half()\nfor p in model.parameters():\n    p.data = p.data.float()",
+        "model = Net().half()\nmodel.head.float()",
+        "x = batch.half()\nmodel = Net()",
+    ],
+)
+def test_models_that_train_fp32_parameters_are_not_reported(setup: str) -> None:
+    assert lines(SCALER_LOOP.format(setup=setup)) == []
+
+
+def test_the_message_names_the_model_the_scaler_and_the_error() -> None:
+    [(_line, column, message)] = findings(SCALER_LOOP.format(setup="model = Net().half()"))
+    assert column == 9
+    assert message.startswith("`model` is cast to float16 here and a GradScaler (line 6)")
+    assert "Attempting to unscale FP16 gradients" in message
+    assert "drop the cast" in message
+
+
+def test_a_load_is_reported_at_its_dtype_argument_with_load_advice() -> None:
+    setup = 'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float16)'
+    [(_line, column, message)] = findings(SCALER_LOOP.format(setup=setup))
+    assert column == setup.index("torch_dtype") + 1
+    assert "is loaded as float16 here" in message
+    assert "load it in fp32" in message
+
+
+def test_related_locations_are_the_scaler_the_optimizer_and_the_step() -> None:
+    related = run_rule_related(GradScalerWithFp16Params, SCALER_LOOP.format(setup="model = Net()"))
+    assert related == []
+    source = SCALER_LOOP.format(setup="model = Net().half()")
+    [(line, sites)] = run_rule_related(GradScalerWithFp16Params, source)
+    assert line == 4
+    assert [site_line for site_line, _ in sites] == [6, 5, 11]
+    assert "`optimizer` trains its parameters" in sites[1][1]
+    assert "`scaler.step(optimizer)` unscales them" in sites[2][1]
+
+
+def test_unscale_before_clipping_ties_the_scaler_to_the_optimizer() -> None:
+    source = """\
+    import torch
+
+    model = Net().cuda().half()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        scaler.scale(loss_fn(model(x), y)).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert lines(source) == [3]
+
+
+def test_a_training_function_called_with_the_fp16_model_is_reported() -> None:
+    source = """\
+    import torch
+
+
+    def train_one_epoch(model, optimizer, scaler, loader):
+        for x, y in loader:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+
+    def main(args):
+        model = build_model(args).cuda()
+        if args.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        model.half()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+        scaler = torch.cuda.amp.GradScaler()
+        for epoch in range(args.epochs):
+            train_one_epoch(model, optimizer, scaler, loader)
+    """
+    assert lines(source) == [17]
+
+
+def test_one_finding_per_model_however_many_switches_apply() -> None:
+    source = """\
+    import torch
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(mixed_precision="fp16")
+    model = Net().half()
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cuda")
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for x, y in loader:
+        scaler.scale(loss_fn(model(x), y)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert lines(source) == [5]
+
+
+def test_a_runtime_mixed_precision_choice_is_reported_with_its_condition() -> None:
+    source = """\
+    import argparse
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mixed_precision", default="no", choices=["no", "fp16", "bf16"])
+    args = parser.parse_args()
+    accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float16)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for batch in loader:
+        accelerator.backward(model(**batch).loss)
+        optimizer.step()
+    """
+    [(line, _col, message)] = findings(source)
+    assert line == 10
+    assert message.startswith("when run with --mixed_precision fp16, `model` is loaded as float16")
+
+
+def test_lightning_mixed_precision_over_an_fp16_module_is_reported_but_16_true_is_not() -> None:
+    source = """\
+    import lightning as L
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+
+    class Classifier(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                "bert-base-uncased", torch_dtype=torch.float16
+            )
+
+        def training_step(self, batch, batch_idx):
+            return self.model(**batch).loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=2e-5)
+
+
+    trainer = L.Trainer(precision={precision})
+    trainer.fit(Classifier(), train_loader)
+    """
+    assert lines(source.format(precision='"16-mixed"')) == [10]
+    assert lines(source.format(precision="16")) == [10]
+    assert lines(source.format(precision='"16-true"')) == []
+    assert lines(source.format(precision='"bf16-mixed"')) == []
+
+
+@pytest.mark.parametrize(
+    "scaler",
+    [
+        'torch.amp.GradScaler("cuda", enabled=False)',
+        'torch.amp.GradScaler("cuda", enabled=args.amp)',
+        "torch.cuda.amp.GradScaler(enabled=use_amp)",
+    ],
+)
+def test_disabled_or_runtime_enabled_scalers_are_not_reported(scaler: str) -> None:
+    source = SCALER_LOOP.format(setup="model = Net().half()").replace(
+        'torch.amp.GradScaler("cuda")', scaler
+    )
+    assert lines(source) == []
+
+
+def test_a_scaler_beside_bf16_autocast_is_left_to_other_rules() -> None:
+    source = SCALER_LOOP.format(setup="model = Net().half()").replace(
+        "dtype=torch.float16", "dtype=torch.bfloat16"
+    )
+    assert lines(source) == []
+
+
+def test_a_cast_in_an_export_method_is_not_what_the_train_step_trains() -> None:
+    source = """\
+    import torch
+
+
+    class Runner:
+        def __init__(self, cfg):
+            self.model = build(cfg).cuda()
+            self.optimizer = torch.optim.AdamW(self.model.parameters())
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def export_fp16(self, path):
+            self.model.half()
+            torch.save(self.model.state_dict(), path)
+
+        def train_step(self, batch):
+            loss = self.model(batch).mean()
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+    """
+    assert lines(source) == []
+
+
+def test_a_cast_after_the_training_loop_is_not_reported() -> None:
+    source = """\
+    import torch
+
+
+    def main():
+        model = Net().cuda()
+        optimizer = torch.optim.AdamW(model.parameters())
+        scaler = torch.amp.GradScaler("cuda")
+        for x, y in loader:
+            scaler.scale(loss_fn(model(x), y)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        model = model.half()
+        evaluate(model)
+    """
+    assert lines(source) == []
+
+
+def test_a_cast_exclusive_with_the_scaler_is_not_reported() -> None:
+    source = """\
+    import torch
+
+    model = Net().cuda()
+    if args.precision == "half":
+        model.half()
+    elif args.precision == "amp":
+        scaler = torch.amp.GradScaler("cuda")
+    optimizer = torch.optim.AdamW(model.parameters())
+    for x, y in loader:
+        scaler.scale(loss_fn(model(x), y)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert lines(source) == []
+
+
+def test_a_teacher_in_fp16_that_no_optimizer_trains_is_not_reported() -> None:
+    source = """\
+    import torch
+
+    teacher = Teacher().cuda().half()
+    student = Student().cuda()
+    optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda")
+    for x, _ in loader:
+        with torch.no_grad():
+            target = teacher(x.half())
+        scaler.scale(distill(student(x), target)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert lines(source) == []
+
+
+def test_a_trainer_with_a_peft_config_trains_adapters_only() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModelForCausalLM, TrainingArguments
+    from trl import SFTTrainer
+
+    model = AutoModelForCausalLM.from_pretrained("facebook/opt-350m", torch_dtype=torch.float16)
+    args = TrainingArguments("out", fp16=True)
+    SFTTrainer(model=model, args=args, train_dataset=data, peft_config=lora_config).train()
+    """
+    assert lines(source) == []
+
+
+def test_inference_only_files_are_not_reported() -> None:
+    source = """\
+    import torch
+
+    model = Net().cuda().half().eval()
+    optimizer = torch.optim.AdamW(model.parameters())
+    scaler = torch.amp.GradScaler("cuda")
+    scaler.step(optimizer)
+    """
+    assert lines(source) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("model.half()\nscaler = GradScaler()\n", True),
+        ("torch_dtype=torch.float16\nTrainingArguments(fp16=True)\n", True),
+        ("model.half()\nloss.backward()\n", False),
+        ("scaler = GradScaler()\nscaler.step(opt)\n", False),
+        ('model.half()\nL.Trainer(precision="16-true")\n', False),
+    ],
+)
+def test_the_pre_filter_needs_an_fp16_model_and_a_loss_scaling_switch(
+    text: str, wanted: bool
+) -> None:
+    assert GradScalerWithFp16Params.wants(text) is wanted
+
+
+def test_an_optimizer_over_fp32_copies_of_the_parameters_is_not_reported() -> None:
+    source = SCALER_LOOP.format(setup="model = Net().half()").replace(
+        "torch.optim.AdamW(model.parameters(), lr=1e-4)",
+        "torch.optim.AdamW([p.detach().clone().float() for p in model.parameters()])",
+    )
+    assert "clone().float()" in source
+    assert lines(source) == []
+
+
+def test_a_scaler_enabled_by_a_comparison_of_constants_is_on() -> None:
+    source = SCALER_LOOP.format(setup='dtype = "float16"\nmodel = Net().half()').replace(
+        'torch.amp.GradScaler("cuda")', 'torch.amp.GradScaler("cuda", enabled=(dtype == "float16"))'
+    )
+    assert lines(source) == [5]
+    assert lines(source.replace('dtype = "float16"', 'dtype = "bfloat16"')) == []
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def _example(name: str):
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), EXAMPLES / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_bad_example_really_raises_what_the_rule_predicts() -> None:
+    # The evidence behind AMP008, reproduced on the CPU with torch's own GradScaler.
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        _example("fp16_params_under_grad_scaler.py").train("cpu")
+
+
+def test_the_clean_example_trains_and_is_not_reported() -> None:
+    pytest.importorskip("torch")
+    assert math.isfinite(_example("fp32_params_fp16_autocast.py").train("cpu"))
+    source = (EXAMPLES / "fp32_params_fp16_autocast.py").read_text(encoding="utf-8")
+    assert lines(source) == []
+
+
+def test_a_cast_in_place_after_the_optimizer_is_built_still_changes_what_it_steps() -> None:
+    # Module.half() replaces param.data in place: the optimizer holds the same, now fp16,
+    # Parameters. A benchmark that times fp32 first and then "fp16" on one model does this.
+    source = """\
+    import torch
+
+    model = Net().cuda()
+    optimizer = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        criterion(model(x), y).backward()
+        optimizer.step()
+    model.half()
+    scaler = torch.cuda.amp.GradScaler()
+    for x, y in loader:
+        with torch.cuda.amp.autocast():
+            loss = criterion(model(x.half()), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    assert lines(source) == [8]
+
+
+def test_an_fp32_cast_before_the_fp16_one_restores_nothing() -> None:
+    source = """\
+    import torch
+
+
+    def benchmark(model, x, y):
+        optimizer = torch.optim.Adam(model.parameters())
+        model.float()
+        for _ in range(10):
+            criterion(model(x), y).backward()
+            optimizer.step()
+        model.half()
+        scaler = torch.cuda.amp.GradScaler()
+        for _ in range(10):
+            with torch.cuda.amp.autocast():
+                loss = criterion(model(x.half()), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    assert lines(source) == [10]
+    after = source.replace("        model.float()\n", "").replace(
+        "        scaler = ", "        model.float()\n        scaler = "
+    )
+    assert lines(after) == []
+
+
+FLAG_TIED = """\
+import torch
+
+
+def main(args):
+    model = BertForSequenceClassification.from_pretrained(args.bert_model).cuda()
+    if args.fp16:
+        model.half()
+    optimizer = torch.optim.AdamW(filter(lambda p: p.requires_grad, model.parameters()))
+    scaler = torch.cuda.amp.GradScaler(enabled={enabled})
+    for batch in loader:
+        with torch.cuda.amp.autocast(enabled=args.fp16):
+            loss = model(**batch).loss
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+def test_a_cast_and_a_scaler_on_the_same_runtime_flag_are_reported_with_the_flag() -> None:
+    [(line, _col, message)] = findings(FLAG_TIED.format(enabled="args.fp16"))
+    assert line == 7
+    assert message.startswith("when `args.fp16` is true, `model` is cast to float16 here")
+
+
+@pytest.mark.parametrize("enabled", ["args.amp", "not args.fp16", "use_amp"])
+def test_a_scaler_on_another_runtime_flag_is_not_reported(enabled: str) -> None:
+    assert lines(FLAG_TIED.format(enabled=enabled)) == []
+
+
+def test_an_unconditional_cast_with_a_flag_enabled_scaler_is_not_reported() -> None:
+    source = FLAG_TIED.format(enabled="args.fp16").replace(
+        "    if args.fp16:\n        model.half()", "    model.half()"
+    )
+    assert "if args.fp16:\n        model.half()" not in source
+    assert lines(source) == []
+
+
+PART_CAST = """\
+import torch
+from torch import nn
+
+model = nn.ModuleList([nn.Linear(10, 20), nn.Linear(20, 10)]).cuda()
+{cast}
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = nn.functional.mse_loss(model[1](model[0](x)), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize("cast", ["model[0].half()", "model.encoder.to(torch.float16)"])
+def test_a_part_of_the_trained_model_cast_to_fp16_is_reported(cast: str) -> None:
+    [(line, _col, message)] = findings(PART_CAST.format(cast=cast))
+    assert line == 5
+    assert f"`model` is cast to float16 in part (`{cast}`)" in message
+
+
+@pytest.mark.parametrize(
+    "cast",
+    [
+        "model[0].half()\nmodel[0].requires_grad_(False)",
+        "model[0].half()\nmodel[0].float()",
+        "model[0].to(device)",
+        "model.encoder.half()\nmodel = build_fresh_model()",
+    ],
+)
+def test_a_part_cast_that_is_frozen_undone_or_not_a_dtype_is_not_reported(cast: str) -> None:
+    assert lines(PART_CAST.format(cast=cast)) == []
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        "named = list(model.named_parameters())\n"
+        "groups = [{'params': [p for n, p in named if 'bias' not in n], 'weight_decay': 0.01}]",
+        "decay = []\nfor name, p in model.named_parameters():\n    decay.append(p)\n"
+        "groups = [{'params': decay}]",
+        "decay, rest = [], []\nfor name, p in model.named_parameters():\n"
+        "    (rest if p.ndim < 2 else decay).append(p)\n"
+        "groups = [{'params': decay}, {'params': rest, 'weight_decay': 0.0}]",
+    ],
+)
+def test_parameter_groups_built_from_the_model_lead_back_to_it(groups: str) -> None:
+    setup = f"model = Net().half()\n{groups}"
+    source = SCALER_LOOP.format(setup=setup).replace("model.parameters(), lr=1e-4", "groups")
+    assert "AdamW(groups)" in source
+    assert lines(source) == [4]
