@@ -6,12 +6,14 @@ from linter._rule import Rule
 from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
+from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
     GetScaleEveryStep,
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
+    GradScalerPerStep,
 )
 
 __all__ = [
@@ -19,4 +21,5 @@ __all__ = [
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
+    "GradScalerPerStep",
 ]

@@ -88,7 +88,7 @@ _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
 
 
-def _parameter_position(function: cst.FunctionDef, name: str) -> int | None:
+def parameter_position(function: cst.FunctionDef, name: str) -> int | None:
     """Position of parameter ``name`` as call sites pass it (``self`` excluded), else None."""
     params = function.params
     positional_params = [*params.posonly_params, *params.params]
@@ -224,7 +224,7 @@ class ModuleConstants:
     def _passed_argument(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
         """What this module's calls pass as parameter ``name`` when they all pass the same
         resolvable value (``Summarizer(args.model)`` for ``__init__(self, name)``)."""
-        position = _parameter_position(function, name)
+        position = parameter_position(function, name)
         if position is None or function in self._resolving or len(self._resolving) >= 3:
             return None
         cls = self._index.enclosing_class(function.body)
@@ -543,7 +543,7 @@ class Bf16Origins:
         enclosing = {at, *self._index.ancestors(at)}
         if name.startswith("self."):
             return self._attribute_origin(name, at, function, order, enclosing)
-        parameter = _parameter_position(function, name) if function is not None else None
+        parameter = parameter_position(function, name) if function is not None else None
         for scope in (function, None):
             if scope is None and parameter is not None:
                 # A parameter shadows the global: the callers say what it holds.
