@@ -22,7 +22,7 @@ from linter._rule import ModuleContext
 from linter.rules._bf16_origins import parameter_position
 from linter.rules._dotted_names import dotted_name
 from linter.rules._module_index import ModuleIndex
-from linter.rules._per_step import PerStepAnalysis, classify_guard, is_epoch_loop, is_traversal
+from linter.rules._per_step import PerStepAnalysis, classify_guard, is_traversal
 from linter.rules._scaler_receivers import ScalerReceivers
 
 #: Scaler methods that use the scaler for a training step.
@@ -146,7 +146,9 @@ class ScalerLifetimes:
     ) -> Iterator[PerStepScaler]:
         names = self._bound_names(creation)
         unit = self._unit(creation)
-        if unit is not None and not self._lazy(creation, names, unit):
+        if unit is not None and self._lazy(creation, names, unit):
+            return  # one scaler, made on first use (and a lazy factory's callers share it)
+        if unit is not None:
             why = self._why(creation, unit)
             if why is not None:
                 use = self._one_step_use(creation, names, unit)
@@ -178,16 +180,16 @@ class ScalerLifetimes:
         return None
 
     def _why(self, creation: cst.CSTNode, unit: cst.CSTNode) -> str | None:
-        if isinstance(unit, cst.For | cst.While) and is_configuration_loop(unit):
-            return None
-        why = self._analysis.reason(creation)
-        if why is not None or not isinstance(unit, cst.For | cst.While):
-            return why
-        # `for epoch in range(n):` whose every iteration is one step (full-batch training): the
-        # use check below confirms that the scaler serves a single iteration.
-        if is_epoch_loop(unit) and not self._guarded(creation, unit):
+        """Why the creating code runs every step. In a loop body: unless the loop walks
+        configurations or a periodic/once guard limits it — whether the loop is a step loop
+        (not an epoch or fold loop) is left to the use check, which sees where ``update()``
+        runs, so a loop named for epochs whose every iteration is one step counts. In a
+        function: `PerStepAnalysis` (hooks, callers in loops)."""
+        if isinstance(unit, cst.For | cst.While):
+            if is_configuration_loop(unit) or self._guarded(creation, unit):
+                return None
             return f"inside the loop at line {self._context.position(unit).start.line}"
-        return None
+        return self._analysis.reason(creation)
 
     def _guarded(self, node: cst.CSTNode, unit: cst.CSTNode) -> bool:
         """A periodic, once-only or error-path ``if`` around ``node`` inside ``unit``."""
