@@ -71,6 +71,8 @@ STEP = (
     "value = accelerator.scaler.get_scale()",
     "model = model.half()",
     "step += 1",
+    'scaler = torch.amp.GradScaler("cuda")',
+    "scaler = GradScaler(enabled=False)",
     "ctx = torch.cuda.amp.autocast(enabled=args.fp16)",
     "ctx = cuda_amp.autocast(False, torch.bfloat16)",
     "ctx = cpu_autocast()",
@@ -147,6 +149,8 @@ def block(draw: st.DrawFn, depth: int, in_loop: bool, in_function: bool) -> list
 #: Each program has one of each, so that every rule's pre-filter lets it through.
 BF16_ORIGINS = tuple(line for line in MODELS if "bfloat16" in line and "dtype =" not in line)
 FP16_SWITCHES = tuple(line for line in SCALERS if "Scaler" in line or "fp16" in line)
+#: Constructors of a GradScaler (one is always drawn, so AMP009/AMP010 parse the program).
+SCALER_CONSTRUCTIONS = tuple(line for line in SCALERS if "GradScaler(" in line)
 SCALE_READS = tuple(
     line for line in STEP if any(read in line for read in ("get_scale", "._scale", '"scale"'))
 )
@@ -156,9 +160,9 @@ SCALE_READS = tuple(
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 switch, a backward, a read of the scale and an import
-    of a deprecated AMP namespace (somewhere among the rest), so that the real rules parse and
-    analyse it.
+    It always holds a bf16 origin, a GradScaler constructor, an fp16 switch, a backward, a read
+    of the scale and an import of a deprecated AMP namespace (somewhere among the rest), so that
+    the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -171,6 +175,7 @@ def training_program(draw: st.DrawFn) -> str:
         )
     )
     lines += [
+        draw(st.sampled_from(SCALER_CONSTRUCTIONS)),
         draw(st.sampled_from(FP16_SWITCHES)),
         *draw(st.lists(st.sampled_from(SCALERS), max_size=2)),
     ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import runpy
 import textwrap
+from pathlib import Path
 
 import pytest
 from rule_runner import run_rule, run_rule_related
@@ -399,3 +401,16 @@ for batch in loader:
     assert run_rule_related(GradScalerPerStep, source) == [
         (9, [(10, "the new scaler is used for this step"), (5, "the GradScaler constructor")])
     ]
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def test_the_per_step_example_never_trains_and_its_clean_version_does() -> None:
+    # The evidence behind the rule: a scaler whose initial scale overflows fp16 backs off and
+    # trains when it lives across steps, and skips every step when it is created per step.
+    pytest.importorskip("torch")
+    per_step = runpy.run_path(str(EXAMPLES / "grad_scaler_per_step.py"))["train"]
+    once = runpy.run_path(str(EXAMPLES / "grad_scaler_once.py"))["train"]
+    assert per_step(steps=15)[2] is False
+    assert once(steps=15)[2] is True

@@ -16,6 +16,7 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("fp16_get_scale_every_step.py", 35, "AMP001"),
     ("fp16_get_scale_every_step.py", 39, "AMP001"),
     ("grad_accumulation_loop.py", 32, "AMP001"),
+    ("grad_scaler_per_step.py", 21, "AMP009"),
     ("hf_trainer_fp16_on_bf16_checkpoint.py", 46, "AMP002"),
     ("lightning_scale_logging.py", 28, "AMP001"),
     ("optimizer_wrapper_reads_scale.py", 30, "AMP001"),
