@@ -7,6 +7,7 @@ from linter.rules.amp001_get_scale_every_step import GetScaleEveryStep
 from linter.rules.amp002_fp16_amp_with_bf16_checkpoint import Fp16AmpWithBf16Checkpoint
 from linter.rules.amp004_deprecated_amp_api import DeprecatedAmpApi
 from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
+from linter.rules.amp010_grad_scaler_with_bf16_autocast import GradScalerWithBf16Autocast
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
@@ -14,6 +15,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     Fp16AmpWithBf16Checkpoint,
     DeprecatedAmpApi,
     GradScalerPerStep,
+    GradScalerWithBf16Autocast,
 )
 
 __all__ = [
@@ -22,4 +24,5 @@ __all__ = [
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
     "GradScalerPerStep",
+    "GradScalerWithBf16Autocast",
 ]

@@ -150,6 +150,18 @@ def _environment_default(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return default.value
 
 
+def literal_dtype(node: cst.BaseExpression, aliases: ImportAliases) -> str | None:
+    """``bf16``/``fp16``/``fp32``/``auto`` for a dtype spelled out (``torch.bfloat16`` under any
+    import alias, ``"bfloat16"``), else None."""
+    text = string_value(node)
+    if text is not None:
+        return _DTYPE_STRINGS.get(text.lower())
+    name = dotted_name(node)
+    if name is None:
+        return None
+    return _DTYPE_NAMES.get(aliases.qualify(name))
+
+
 class ModuleConstants:
     """Names bound once to a value: ``MODEL_NAME = "google/..."`` at module level, or
     ``checkpoint = "google/mt5-small"`` inside the function that loads it.
@@ -369,14 +381,7 @@ class Bf16Origins:
         """``bf16``/``fp16``/``fp32``/``auto`` for a literal dtype, None when not static."""
         if node is None:
             return None
-        node = self._constants.resolve(node)
-        text = string_value(node)
-        if text is not None:
-            return _DTYPE_STRINGS.get(text.lower())
-        name = dotted_name(node)
-        if name is None:
-            return None
-        return _DTYPE_NAMES.get(self._aliases.qualify(name))
+        return literal_dtype(self._constants.resolve(node), self._aliases)
 
     def checkpoint_name(self, node: cst.BaseExpression | None) -> str | None:
         if node is None:
