@@ -101,12 +101,13 @@ class ModuleAutocasts:
         called: set[cst.CSTNode] = set()
         for call in self._index.nodes(cst.Call):
             name = dotted_name(call.func)
-            if name is None or "autocast" not in last_part(name).lower():
-                continue
-            if last_part(name).startswith(_QUERY_PREFIXES):
+            qualified = self._aliases.qualify(name) if name is not None else None
+            if qualified is None or "autocast" not in last_part(qualified).lower():
+                continue  # (`ac(...)` after `from torch import autocast as ac` qualifies)
+            if last_part(qualified).startswith(_QUERY_PREFIXES):
                 continue
             called.add(call.func)
-            signature = AUTOCAST_SIGNATURES.get(self._aliases.qualify(name))
+            signature = AUTOCAST_SIGNATURES.get(qualified)
             if signature is None:
                 yield Autocast(call, None)
             else:
@@ -119,7 +120,7 @@ class ModuleAutocasts:
             if name is None or self._aliases.qualify(name) not in AUTOCAST_SIGNATURES:
                 continue
             parent = self._index.parent.get(node)
-            if isinstance(parent, cst.Attribute | cst.ImportAlias | cst.Decorator):
+            if isinstance(parent, cst.Attribute | cst.ImportAlias | cst.AsName | cst.Decorator):
                 continue  # part of a longer name, an import, or a decorator's own call
             yield Autocast(node, None)
 

@@ -51,6 +51,15 @@ SCALERS = (
     "trainer = Trainer(model=model, args=args)",
     "trainer.train()",
 )
+#: Autocast contexts (one is always drawn, so AMP010 parses the program): bf16, the CPU's bf16
+#: default, fp16, and a dtype chosen at run time.
+AUTOCASTS = (
+    'ctx = torch.autocast("cuda", dtype=torch.bfloat16)',
+    'ctx = torch.autocast("cpu")',
+    "ctx = torch.amp.autocast(device_type, dtype=AMP_DTYPE)",
+    'ctx = torch.autocast("cuda", dtype=torch.float16)',
+    'ctx = torch.autocast("cuda", dtype=amp_dtype)',
+)
 #: One-line statements of a training step (the ``scaler`` may be any receiver above).
 STEP = (
     "loss = model(batch).loss",
@@ -160,9 +169,9 @@ SCALE_READS = tuple(
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, a GradScaler constructor, an fp16 switch, a backward, a read
-    of the scale and an import of a deprecated AMP namespace (somewhere among the rest), so that
-    the real rules parse and analyse it.
+    It always holds a bf16 origin, an autocast, a GradScaler constructor, an fp16 switch, a
+    backward, a read of the scale and an import of a deprecated AMP namespace (somewhere among
+    the rest), so that the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -174,7 +183,10 @@ def training_program(draw: st.DrawFn) -> str:
             ]
         )
     )
+    if draw(st.booleans()):
+        lines.append("AMP_DTYPE = torch.bfloat16")
     lines += [
+        draw(st.sampled_from(AUTOCASTS)),
         draw(st.sampled_from(SCALER_CONSTRUCTIONS)),
         draw(st.sampled_from(FP16_SWITCHES)),
         *draw(st.lists(st.sampled_from(SCALERS), max_size=2)),

@@ -10,6 +10,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 #: What `amp-lint examples/` must report, as the examples' docstrings describe.
 EXPECTED_EXAMPLE_FINDINGS = {
+    ("bf16_autocast_with_grad_scaler.py", 32, "AMP010"),
     ("deprecated_cuda_amp_api.py", 16, "AMP004"),
     ("deprecated_cuda_amp_api.py", 42, "AMP004"),
     ("finetune_bf16_checkpoint_in_fp16.py", 30, "AMP002"),
