@@ -20,11 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
 from linter.rules._bf16_origins import BF16, FP16, keyword, literal_dtype, positional, string_value
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import ModuleIndex
+from linter.rules._module_index import ModuleIndex, walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +60,7 @@ DEVICE_DEFAULT_DTYPES = {"cpu": BF16, "hpu": BF16, "cuda": FP16, "xpu": FP16, "m
 _QUERY_PREFIXES = ("is_", "get_", "set_", "clear_")
 
 #: Bindings besides ``=``: a name bound by one of these holds a value the file does not show.
-_OTHER_BINDINGS = m.AugAssign() | m.For() | m.AsName() | m.NamedExpr() | m.CompFor() | m.Param()
+_OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor, cst.Param)
 
 #: How many names deep a dtype is followed (``A = B``, ``B = torch.bfloat16``).
 _DEPTH = 3
@@ -87,6 +86,7 @@ class ModuleAutocasts:
         self._aliases = aliases
         self._values: dict[str, list[cst.BaseExpression | None]] | None = None
         self._defaults_changed = False
+        self._called: set[cst.CSTNode] = set()
         #: Autocasts in source order.
         self.sites: list[Autocast] = list(self._collect())
 
@@ -98,7 +98,6 @@ class ModuleAutocasts:
             for call in self._index.nodes(cst.Call)
             if (name := dotted_name(call.func)) is not None
         )
-        called: set[cst.CSTNode] = set()
         for call in self._index.nodes(cst.Call):
             name = dotted_name(call.func)
             qualified = self._aliases.qualify(name) if name is not None else None
@@ -106,15 +105,20 @@ class ModuleAutocasts:
                 continue  # (`ac(...)` after `from torch import autocast as ac` qualifies)
             if last_part(qualified).startswith(_QUERY_PREFIXES):
                 continue
-            called.add(call.func)
+            self._called.add(call.func)
             signature = AUTOCAST_SIGNATURES.get(qualified)
             if signature is None:
                 yield Autocast(call, None)
             else:
                 yield self._evaluate(call, signature)
-        # `partial(torch.autocast, ...)`, `ctx_cls = torch.cuda.amp.autocast`: entered elsewhere.
-        for node in m.findall(self._index.module, m.Name() | m.Attribute()):
-            if node in called or not isinstance(node, cst.Name | cst.Attribute):
+
+    def uncalled(self) -> list[Autocast]:
+        """torch's autocasts named but not called here (``partial(torch.autocast, ...)``,
+        ``ctx_cls = torch.cuda.amp.autocast``): entered elsewhere, with a dtype the file does
+        not show. A walk of the whole module, so asked only when the calls leave it open."""
+        found = []
+        for node in walk(self._index.module):
+            if node in self._called or not isinstance(node, cst.Name | cst.Attribute):
                 continue
             name = dotted_name(node)
             if name is None or self._aliases.qualify(name) not in AUTOCAST_SIGNATURES:
@@ -122,7 +126,8 @@ class ModuleAutocasts:
             parent = self._index.parent.get(node)
             if isinstance(parent, cst.Attribute | cst.ImportAlias | cst.AsName | cst.Decorator):
                 continue  # part of a longer name, an import, or a decorator's own call
-            yield Autocast(node, None)
+            found.append(Autocast(node, None))
+        return found
 
     def _evaluate(self, call: cst.Call, signature: AutocastSignature) -> Autocast:
         if any(arg.star for arg in call.args):
@@ -187,10 +192,10 @@ class ModuleAutocasts:
                 name = dotted_name(ann.target)
                 if name is not None:
                     values.setdefault(name, []).append(ann.value)
-            for node in m.findall(self._index.module, _OTHER_BINDINGS):
-                target = (
-                    node.name if isinstance(node, cst.AsName | cst.Param) else node.target  # type: ignore[union-attr]
-                )
+            for node in walk(self._index.module):
+                if not isinstance(node, _OTHER_BINDINGS):
+                    continue
+                target = node.name if isinstance(node, cst.AsName | cst.Param) else node.target
                 for name, _value in _targets(target, None):
                     values.setdefault(name, []).append(None)
             self._values = values

@@ -21,6 +21,7 @@ import libcst as cst
 from linter._rule import ModuleContext
 from linter.rules._bf16_origins import parameter_position
 from linter.rules._dotted_names import dotted_name
+from linter.rules._dotted_names import words as words_in
 from linter.rules._module_index import ModuleIndex
 from linter.rules._per_step import PerStepAnalysis, classify_guard, is_traversal
 from linter.rules._scaler_receivers import ScalerReceivers
@@ -66,21 +67,8 @@ class PerStepScaler:
     use: cst.Call
 
 
-def _names_and_strings(node: cst.CSTNode) -> Iterator[str]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current.value
-        elif isinstance(current, cst.SimpleString):
-            value = current.evaluated_value
-            if isinstance(value, str):
-                yield value
-        stack.extend(current.children)
-
-
 def _mentions(node: cst.CSTNode, words: frozenset[str]) -> bool:
-    return any(word in words for word in _names_and_strings(node))
+    return not words.isdisjoint(words_in(node))
 
 
 def _exits(suite: cst.BaseSuite) -> bool:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.rules._autocasts import Autocast, ModuleAutocasts
 from linter.rules._bf16_origins import BF16, keyword, positional, string_value
-from linter.rules._dotted_names import ImportAliases, dotted_name
-from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._dotted_names import ImportAliases, dotted_name, words
+from linter.rules._module_index import ModuleIndex, module_index, walk
 from linter.rules._path_facts import PathFacts
 from linter.rules._scaler_receivers import ScalerReceivers
 
@@ -48,27 +48,14 @@ _FP16_NAMES = frozenset({"torch.float16", "torch.half"})
 _USES = frozenset({"scale", "step", "unscale_", "update"})
 
 
-def _words(node: cst.CSTNode) -> Iterator[str]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current.value
-        elif isinstance(current, cst.SimpleString):
-            value = current.evaluated_value
-            if isinstance(value, str):
-                yield value
-        stack.extend(current.children)
-
-
 def _picks_other_than_bf16(paths: PathFacts, test: cst.BaseExpression, holds: bool) -> bool:
     """The arm where ``test`` evaluates to ``holds`` may be a non-bf16 precision: the test is
     about a dtype/fp16/precision, or it is the off arm of a bf16 switch (``if not args.bf16``,
     the ``else`` of ``if use_bfloat16``). The on arm of a bf16 switch runs bf16."""
-    words = list(_words(test))
-    if any(PRECISION_WORDS.search(word) for word in words):
+    said = list(words(test))
+    if any(PRECISION_WORDS.search(word) for word in said):
         return True
-    if not any(BF16_WORDS.search(word) for word in words):
+    if not any(BF16_WORDS.search(word) for word in said):
         return False
     return not any(
         fact.relation == "is" and fact.value is True and BF16_WORDS.search(fact.subject)
@@ -310,8 +297,11 @@ class LitModel(L.LightningModule):
         scalers = [c for c in index.nodes(cst.Call) if receivers.is_constructor_call(c)]
         if not scalers:
             return
-        autocasts = [a for a in ModuleAutocasts(index, aliases).sites if not a.disabled]
+        module_autocasts = ModuleAutocasts(index, aliases)
+        autocasts = [a for a in module_autocasts.sites if not a.disabled]
         if not autocasts or any(a.dtype != BF16 for a in autocasts):
+            return
+        if module_autocasts.uncalled():
             return
         if _asks_for_fp16(index, aliases):
             return
@@ -372,7 +362,7 @@ def _switched_separately(paths: PathFacts, enabled: cst.BaseExpression) -> bool:
     a bf16 one (``enabled=use_bf16``) is on exactly when the autocasts run in bf16."""
     if isinstance(enabled, cst.Name) and enabled.value in ("True", "False"):
         return enabled.value == "False"
-    if any(SCALER_SWITCH_WORDS.search(word) for word in _words(enabled)):
+    if any(SCALER_SWITCH_WORDS.search(word) for word in words(enabled)):
         return True
     return _picks_other_than_bf16(paths, enabled, True)
 
@@ -419,16 +409,11 @@ def _asks_for_fp16(index: ModuleIndex, aliases: ImportAliases) -> bool:
         for arg in call.args:
             if string_value(arg.value) in _FP16_STRINGS:
                 return True
-    stack: list[cst.CSTNode] = [index.module]
-    while stack:
-        node = stack.pop()
+    for node in walk(index.module):
         if isinstance(node, cst.Attribute | cst.Name):
             name = dotted_name(node)
             if name is not None and aliases.qualify(name) in _FP16_NAMES:
                 return True
-            if isinstance(node, cst.Attribute):
-                continue
         elif isinstance(node, cst.SimpleString) and string_value(node) in _FP16_STRINGS:
             return True
-        stack.extend(node.children)
     return False
