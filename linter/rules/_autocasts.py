@@ -60,7 +60,7 @@ DEVICE_DEFAULT_DTYPES = {"cpu": BF16, "hpu": BF16, "cuda": FP16, "xpu": FP16, "m
 _QUERY_PREFIXES = ("is_", "get_", "set_", "clear_")
 
 #: Bindings besides ``=``: a name bound by one of these holds a value the file does not show.
-_OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor, cst.Param)
+_OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
 
 #: How many names deep a dtype is followed (``A = B``, ``B = torch.bfloat16``).
 _DEPTH = 3
@@ -192,12 +192,15 @@ class ModuleAutocasts:
                 name = dotted_name(ann.target)
                 if name is not None:
                     values.setdefault(name, []).append(ann.value)
-            for node in walk(self._index.module):
-                if not isinstance(node, _OTHER_BINDINGS):
-                    continue
-                target = node.name if isinstance(node, cst.AsName | cst.Param) else node.target
+            others = [node for kind in _OTHER_BINDINGS for node in self._index.nodes(kind)]
+            for node in others:
+                target = node.name if isinstance(node, cst.AsName) else node.target
                 for name, _value in _targets(target, None):
                     values.setdefault(name, []).append(None)
+            for function in self._index.nodes(cst.FunctionDef):
+                params = function.params
+                for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                    values.setdefault(param.name.value, []).append(None)
             self._values = values
         return self._values
 

@@ -29,8 +29,8 @@ from linter.rules._command_line import DeclaredSettings
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._fp16_switches import Fp16Switches, SwitchOn
 from linter.rules._module_index import ModuleIndex, module_index
-from linter.rules._path_facts import Fact, PathFacts
-from linter.rules._scaler_receivers import ScalerReceivers
+from linter.rules._path_facts import Fact, path_facts
+from linter.rules._scaler_receivers import scaler_receivers
 
 #: autocast context managers, by qualified name.
 AUTOCAST = frozenset(
@@ -139,7 +139,7 @@ class Fp16Sites:
             self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
         )
         settings = DeclaredSettings(self.index)
-        self.paths = PathFacts(self.index)
+        self.paths = path_facts(self.index)
         self.origins = Bf16Origins(
             self.index,
             self.aliases,
@@ -294,7 +294,7 @@ class Fp16Sites:
         }
 
     def _grad_scalers(self) -> Iterator[Fp16Site]:
-        receivers = ScalerReceivers(self.index, self.aliases)
+        receivers = scaler_receivers(self.index)
         bf16_autocast = None
         for call in self.calls:
             if not receivers.is_constructor_call(call):

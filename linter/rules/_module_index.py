@@ -6,7 +6,7 @@ plain visitor that records them costs one traversal, done once per module for al
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TypeVar, cast
 
 import libcst as cst
@@ -18,6 +18,7 @@ from linter._rule import ModuleContext
 MAX_CALL_DEPTH = 4
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
+_Value = TypeVar("_Value")
 
 _COLLECTED = (
     cst.Call,
@@ -31,6 +32,11 @@ _COLLECTED = (
     cst.Subscript,
     cst.Return,
     cst.Assert,
+    cst.For,
+    cst.AugAssign,
+    cst.AsName,
+    cst.NamedExpr,
+    cst.CompFor,
 )
 
 
@@ -47,6 +53,8 @@ class ModuleIndex(cst.CSTVisitor):
         self.order: dict[cst.CSTNode, int] = {}
         self._stack: list[cst.CSTNode] = []
         self._call_sites: dict[str, list[cst.Call]] | None = None
+        #: Analyses several rules ask for, built once per module (see `shared`).
+        self._shared: dict[object, object] = {}
         module.visit(self)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -79,6 +87,14 @@ class ModuleIndex(cst.CSTVisitor):
                     sites.setdefault("." + callee.attr.value, []).append(call)
             self._call_sites = sites
         return self._call_sites.get(name, [])
+
+    def shared(self, key: object, build: Callable[[], _Value]) -> _Value:
+        """The analysis stored under ``key``, built by ``build()`` on first use: rules that ask
+        the same question of one module (which names are scalers, where iterations are) share
+        one answer."""
+        if key not in self._shared:
+            self._shared[key] = build()
+        return cast("_Value", self._shared[key])
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Parents of ``node``, innermost first, up to the module."""

@@ -274,6 +274,10 @@ class PathFacts:
             for loop in self._index.ancestors(a)
         )
 
+    def precedes_in_source(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """``a`` starts before ``b`` in the source."""
+        return self._rank(a) < self._rank(b)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _rank(self, node: cst.CSTNode) -> int:
@@ -409,3 +413,8 @@ def _start(index: ModuleIndex, node: cst.CSTNode) -> int:
         if rank is not None:
             return rank
     return 0
+
+
+def path_facts(index: ModuleIndex) -> PathFacts:
+    """The module's `PathFacts`, built once and shared by every rule that asks."""
+    return index.shared(PathFacts, lambda: PathFacts(index))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-import libcst.matchers as m
 
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._module_index import ModuleIndex
@@ -66,7 +65,7 @@ def _constructs_a_class(value: cst.BaseExpression) -> bool:
 
 
 #: The ways besides ``=``, annotations and parameters that a module binds a name.
-_OTHER_BINDINGS = m.AugAssign() | m.For() | m.AsName() | m.NamedExpr() | m.CompFor()
+_OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
 
 
 def _bound_names(target: cst.CSTNode | None) -> list[str]:
@@ -115,7 +114,8 @@ class ScalerReceivers:
                 if annotation is not None and self._is_scaler_type(annotation):
                     self.proven.add(param.name.value)
                 self._record_ampscale(param.name.value, annotation, annotation=True)
-        for node in m.findall(index.module, _OTHER_BINDINGS):
+        other_bindings = [node for kind in _OTHER_BINDINGS for node in index.nodes(kind)]
+        for node in other_bindings:
             target = node.name if isinstance(node, cst.AsName) else node.target
             for name in _bound_names(target):
                 self._not_ampscale.add(name)
@@ -232,3 +232,13 @@ class ScalerReceivers:
         return qualified in GRAD_SCALER_CONSTRUCTORS or (
             qualified == name and name in GRAD_SCALER_CLASS_NAMES
         )
+
+
+def scaler_receivers(index: ModuleIndex) -> ScalerReceivers:
+    """The module's `ScalerReceivers`, built once and shared by every rule that asks."""
+    return index.shared(
+        ScalerReceivers,
+        lambda: ScalerReceivers(
+            index, ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        ),
+    )

@@ -10,10 +10,10 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import ImportAliases, dotted_name
+from linter.rules._dotted_names import dotted_name
 from linter.rules._module_index import ModuleIndex, module_index
 from linter.rules._per_step import PerStepAnalysis
-from linter.rules._scaler_receivers import ScalerReceivers
+from linter.rules._scaler_receivers import ScalerReceivers, scaler_receivers
 
 #: Text every spelling of a read matches; files without it are not walked at all.
 _MAYBE_A_READ = re.compile(
@@ -286,8 +286,7 @@ for i, batch in enumerate(loader):
         if _MAYBE_A_READ.search(context.source) is None:
             return
         index = module_index(context)
-        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
-        receivers = ScalerReceivers(index, aliases)
+        receivers = scaler_receivers(index)
         reads = list(_reads(index, receivers))
         if not reads:
             return

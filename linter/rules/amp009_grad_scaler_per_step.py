@@ -7,11 +7,10 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import ImportAliases
 from linter.rules._module_index import module_index
 from linter.rules._per_step import PerStepAnalysis
 from linter.rules._scaler_lifetimes import PerStepScaler, ScalerLifetimes
-from linter.rules._scaler_receivers import ScalerReceivers
+from linter.rules._scaler_receivers import scaler_receivers
 
 
 class GradScalerPerStep(Rule):
@@ -87,6 +86,15 @@ class GradScalerPerStep(Rule):
     ## Suppression
     Add `# noqa: AMP009` to the reported line when a fresh scaler per step is intended (e.g. a
     test of the first step).
+
+    ## References
+    - torch's `GradScaler` docstring: "Creates a GradScaler once at the beginning of training"
+      ([torch/amp/grad_scaler.py](https://github.com/pytorch/pytorch/blob/main/torch/amp/grad_scaler.py)),
+      whose `update()` backs off and grows the scale from one step to the next
+    - PyTorch's AMP examples, where the scaler is built before the epoch loop and saved in
+      checkpoints: [Automatic Mixed Precision examples](https://docs.pytorch.org/docs/stable/notes/amp_examples.html)
+    - `examples/grad_scaler_per_step.py` in this repository: with a per-step scaler whose initial
+      scale overflows fp16, no step is ever taken; the same loop with one scaler trains
     """
 
     code = "AMP009"
@@ -273,8 +281,7 @@ for epoch in range(num_epochs):  # full-batch: every epoch is one step
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         index = module_index(context)
-        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
-        receivers = ScalerReceivers(index, aliases)
+        receivers = scaler_receivers(index)
         if not any(receivers.is_constructor_call(call) for call in index.nodes(cst.Call)):
             return
         analysis = PerStepAnalysis(context, index, receivers.is_scaler_method_call)

@@ -12,8 +12,8 @@ from linter.rules._autocasts import Autocast, ModuleAutocasts
 from linter.rules._bf16_origins import BF16, keyword, positional, string_value
 from linter.rules._dotted_names import ImportAliases, dotted_name, words
 from linter.rules._module_index import ModuleIndex, module_index, walk
-from linter.rules._path_facts import PathFacts
-from linter.rules._scaler_receivers import ScalerReceivers
+from linter.rules._path_facts import PathFacts, path_facts
+from linter.rules._scaler_receivers import scaler_receivers
 
 #: Position of ``enabled`` among each GradScaler constructor's positional parameters.
 ENABLED_POSITION = {
@@ -127,6 +127,17 @@ class GradScalerWithBf16Autocast(Rule):
     ## Suppression
     Add `# noqa: AMP010` to the reported line when the scaler is kept on purpose (e.g. the same
     code switches to fp16 through an autocast in another module).
+
+    ## References
+    - torch's `GradScaler.step()` reads the found-inf flag with `.item()` before a non-fused
+      optimizer steps ([torch/amp/grad_scaler.py](https://github.com/pytorch/pytorch/blob/main/torch/amp/grad_scaler.py),
+      `_maybe_opt_step`)
+    - Lightning refuses a scaler with bf16: "`precision='bf16-mixed'` does not use a scaler"
+      ([lightning/fabric/plugins/precision/amp.py](https://github.com/Lightning-AI/pytorch-lightning/blob/master/src/lightning/fabric/plugins/precision/amp.py));
+      Accelerate creates its GradScaler only for `mixed_precision="fp16"`
+      ([accelerate/accelerator.py](https://github.com/huggingface/accelerate/blob/main/src/accelerate/accelerator.py))
+    - `examples/bf16_autocast_with_grad_scaler.py` in this repository: the same bf16 run with and
+      without the scaler ends at the same loss; the scaler's step syncs
     """
 
     code = "AMP010"
@@ -293,7 +304,7 @@ class LitModel(L.LightningModule):
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         index = module_index(context)
         aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
-        receivers = ScalerReceivers(index, aliases)
+        receivers = scaler_receivers(index)
         scalers = [c for c in index.nodes(cst.Call) if receivers.is_constructor_call(c)]
         if not scalers:
             return
@@ -305,7 +316,7 @@ class LitModel(L.LightningModule):
             return
         if _asks_for_fp16(index, aliases):
             return
-        paths = PathFacts(index)
+        paths = path_facts(index)
         related = tuple((a.node, "bf16 autocast") for a in autocasts)
         for call in scalers:
             if _conditional(index, aliases, paths, call):
