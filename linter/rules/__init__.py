@@ -11,6 +11,8 @@ from linter.rules.amp005_update_not_once_per_iteration import UpdateNotOncePerIt
 from linter.rules.amp006_backward_without_scale import BackwardWithoutScale
 from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
+from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
+from linter.rules.amp010_grad_scaler_with_bf16_autocast import GradScalerWithBf16Autocast
 
 #: Every rule, in code order.
 ALL_RULES: tuple[type[Rule], ...] = (
@@ -22,6 +24,8 @@ ALL_RULES: tuple[type[Rule], ...] = (
     BackwardWithoutScale,
     StepBypassesScaler,
     GradScalerWithFp16Params,
+    GradScalerPerStep,
+    GradScalerWithBf16Autocast,
 )
 
 __all__ = [
@@ -31,6 +35,8 @@ __all__ = [
     "DeprecatedAmpApi",
     "Fp16AmpWithBf16Checkpoint",
     "GetScaleEveryStep",
+    "GradScalerPerStep",
+    "GradScalerWithBf16Autocast",
     "GradScalerWithFp16Params",
     "StepBypassesScaler",
     "UpdateNotOncePerIteration",

@@ -102,7 +102,7 @@ _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
 
 
-def _parameter_position(function: cst.FunctionDef, name: str) -> int | None:
+def parameter_position(function: cst.FunctionDef, name: str) -> int | None:
     """Position of parameter ``name`` as call sites pass it (``self`` excluded), else None."""
     params = function.params
     positional_params = [*params.posonly_params, *params.params]
@@ -162,6 +162,18 @@ def _environment_default(node: cst.BaseExpression) -> cst.BaseExpression | None:
     if default is None or not isinstance(default.value, cst.SimpleString):
         return None
     return default.value
+
+
+def literal_dtype(node: cst.BaseExpression, aliases: ImportAliases) -> str | None:
+    """``bf16``/``fp16``/``fp32``/``auto`` for a dtype spelled out (``torch.bfloat16`` under any
+    import alias, ``"bfloat16"``), else None."""
+    text = string_value(node)
+    if text is not None:
+        return _DTYPE_STRINGS.get(text.lower())
+    name = dotted_name(node)
+    if name is None:
+        return None
+    return _DTYPE_NAMES.get(aliases.qualify(name))
 
 
 class ModuleConstants:
@@ -238,7 +250,7 @@ class ModuleConstants:
     def _passed_argument(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
         """What this module's calls pass as parameter ``name`` when they all pass the same
         resolvable value (``Summarizer(args.model)`` for ``__init__(self, name)``)."""
-        position = _parameter_position(function, name)
+        position = parameter_position(function, name)
         if position is None or function in self._resolving or len(self._resolving) >= 3:
             return None
         cls = self._index.enclosing_class(function.body)
@@ -386,14 +398,7 @@ class Bf16Origins:
         """``bf16``/``fp16``/``fp32``/``auto`` for a literal dtype, None when not static."""
         if node is None:
             return None
-        node = self._constants.resolve(node)
-        text = string_value(node)
-        if text is not None:
-            return _DTYPE_STRINGS.get(text.lower())
-        name = dotted_name(node)
-        if name is None:
-            return None
-        return _DTYPE_NAMES.get(self._aliases.qualify(name))
+        return literal_dtype(self._constants.resolve(node), self._aliases)
 
     def checkpoint_name(self, node: cst.BaseExpression | None) -> str | None:
         if node is None:
@@ -567,7 +572,7 @@ class Bf16Origins:
         enclosing = {at, *self._index.ancestors(at)}
         if name.startswith("self."):
             return self._attribute_origin(name, at, function, order, enclosing)
-        parameter = _parameter_position(function, name) if function is not None else None
+        parameter = parameter_position(function, name) if function is not None else None
         for scope in (function, None):
             if scope is None and parameter is not None:
                 # A parameter shadows the global: the callers say what it holds.

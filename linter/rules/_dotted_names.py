@@ -7,7 +7,7 @@ statements directly: it is all they need, and far cheaper than libcst's Qualifie
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
@@ -22,6 +22,21 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
+
+
+def words(node: cst.CSTNode) -> Iterator[str]:
+    """The names and string literals under ``node`` (``args.fp16 == "bf16"``: ``args``,
+    ``fp16``, ``bf16``): what a test or switch talks about."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current.value
+        elif isinstance(current, cst.SimpleString):
+            value = current.evaluated_value
+            if isinstance(value, str):
+                yield value
+        stack.extend(current.children)
 
 
 def last_part(name: str) -> str:

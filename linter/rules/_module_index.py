@@ -122,6 +122,17 @@ class ModuleIndex(cst.CSTVisitor):
         return None
 
 
+def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``root``, ``root`` included, in no particular order: for the rare
+    question the index does not collect for (what ``libcst.matchers.findall`` does, without
+    importing the matchers, which costs more than linting a small project)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
+
+
 # Rules run one after another on the same module; keeping the last index lets them share it
 # without holding every module of a run in memory.
 _last: list[tuple[cst.Module, ModuleIndex]] = []

@@ -344,7 +344,7 @@ def _exits(suite: cst.BaseSuite) -> bool:
     return isinstance(last, cst.Return | cst.Continue | cst.Break | cst.Raise)
 
 
-def _is_traversal(loop: cst.For | cst.While) -> bool:
+def is_traversal(loop: cst.For | cst.While) -> bool:
     """``for name, p in model.named_parameters()``: once per element, not once per step."""
     if not isinstance(loop, cst.For):
         return False
@@ -456,7 +456,7 @@ class PerStepAnalysis:
                 isinstance(ancestor, cst.For | cst.While)
                 and child is ancestor.body
                 and loop is None
-                and not _is_traversal(ancestor)
+                and not is_traversal(ancestor)
             ):
                 loop = ancestor
             child = ancestor

@@ -197,6 +197,16 @@ class ScalerReceivers:
             and SCALER_LIKE_NAME.match(last_part(name)) is not None
         )
 
+    def is_scaler_method_call(self, node: cst.CSTNode, methods: frozenset[str]) -> bool:
+        """``<scaler>.<one of methods>(...)`` on an expression that `looks_like` a scaler; the
+        predicate `PerStepAnalysis` takes."""
+        func = node.func if isinstance(node, cst.Call) else None
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in methods
+            and self.looks_like(func.value)
+        )
+
     def _value_is_scaler(self, value: cst.BaseExpression) -> bool:
         if isinstance(value, cst.IfExp):
             return self._value_is_scaler(value.body) or self._value_is_scaler(value.orelse)

@@ -312,14 +312,7 @@ for step, (x, y) in enumerate(loader):
         if not reads:
             return
 
-        def is_scaler_call(call: cst.CSTNode, methods: frozenset[str]) -> bool:
-            func = call.func  # type: ignore[attr-defined]
-            return (
-                isinstance(func, cst.Attribute)
-                and func.attr.value in methods
-                and receivers.looks_like(func.value)
-            )
-
+        is_scaler_call = receivers.is_scaler_method_call
         analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = _skip_detections(index, reads, is_scaler_call)
         for read in sorted(reads, key=lambda r: index.order[r.node]):

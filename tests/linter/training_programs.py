@@ -69,6 +69,15 @@ SCALERS = (
     "trainer.train()",
     'trainer = L.Trainer(precision="16-mixed")',
 )
+#: Autocast contexts (one is always drawn, so AMP010 parses the program): bf16, the CPU's bf16
+#: default, fp16, and a dtype chosen at run time.
+AUTOCASTS = (
+    'ctx = torch.autocast("cuda", dtype=torch.bfloat16)',
+    'ctx = torch.autocast("cpu")',
+    "ctx = torch.amp.autocast(device_type, dtype=AMP_DTYPE)",
+    'ctx = torch.autocast("cuda", dtype=torch.float16)',
+    'ctx = torch.autocast("cuda", dtype=amp_dtype)',
+)
 #: One-line statements of a training step (the ``scaler`` may be any receiver above).
 STEP = (
     "loss = model(batch).loss",
@@ -95,6 +104,8 @@ STEP = (
     "value = accelerator.scaler.get_scale()",
     "model = model.half()",
     "step += 1",
+    'scaler = torch.amp.GradScaler("cuda")',
+    "scaler = GradScaler(enabled=False)",
     "ctx = torch.cuda.amp.autocast(enabled=args.fp16)",
     "ctx = cuda_amp.autocast(False, torch.bfloat16)",
     "ctx = cpu_autocast()",
@@ -176,6 +187,8 @@ FP16_SWITCHES = tuple(line for line in SCALERS if "Scaler" in line or "fp16" in 
 LOSS_SCALERS = tuple(
     line for line in SCALERS if any(word in line for word in ("GradScaler", "fp16=", "precision"))
 )
+#: Constructors of a GradScaler (one is always drawn, so AMP009/AMP010 parse the program).
+SCALER_CONSTRUCTIONS = tuple(line for line in SCALERS if "GradScaler(" in line)
 SCALE_READS = tuple(
     line for line in STEP if any(read in line for read in ("get_scale", "._scale", '"scale"'))
 )
@@ -188,9 +201,9 @@ def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
     It always holds a bf16 origin, an fp16 model and an optimizer, an fp16 switch that brings a
-    GradScaler, a backward, a read of the scale, a gradient clip, a ``scaler.step`` and an import
-    of a deprecated AMP namespace (somewhere among the rest), so that the real rules parse and
-    analyse it.
+    GradScaler, an autocast, a GradScaler constructor, a backward, a read of the scale, a gradient
+    clip, a ``scaler.step`` and an import of a deprecated AMP namespace (somewhere among the rest),
+    so that the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -204,7 +217,11 @@ def training_program(draw: st.DrawFn) -> str:
             ]
         )
     )
+    if draw(st.booleans()):
+        lines.append("AMP_DTYPE = torch.bfloat16")
     lines += [
+        draw(st.sampled_from(AUTOCASTS)),
+        draw(st.sampled_from(SCALER_CONSTRUCTIONS)),
         draw(st.sampled_from(FP16_SWITCHES)),
         draw(st.sampled_from(LOSS_SCALERS)),
         *draw(st.lists(st.sampled_from(SCALERS), max_size=2)),

@@ -11,6 +11,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 #: What `amp-lint examples/` must report, as the examples' docstrings describe.
 EXPECTED_EXAMPLE_FINDINGS = {
     ("clip_before_unscale.py", 27, "AMP003"),
+    ("bf16_autocast_with_grad_scaler.py", 32, "AMP010"),
     ("deprecated_cuda_amp_api.py", 16, "AMP004"),
     ("deprecated_cuda_amp_api.py", 42, "AMP004"),
     ("finetune_bf16_checkpoint_in_fp16.py", 30, "AMP002"),
@@ -19,6 +20,7 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("fp16_penalty_backward_without_scale.py", 31, "AMP006"),
     ("fp16_params_under_grad_scaler.py", 27, "AMP008"),
     ("grad_accumulation_loop.py", 32, "AMP001"),
+    ("grad_scaler_per_step.py", 21, "AMP009"),
     ("hf_trainer_fp16_on_bf16_checkpoint.py", 46, "AMP002"),
     ("lightning_scale_logging.py", 28, "AMP001"),
     ("optimizer_wrapper_reads_scale.py", 30, "AMP001"),

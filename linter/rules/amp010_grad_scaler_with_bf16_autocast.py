@@ -1,0 +1,430 @@
+"""AMP010 grad-scaler-with-bf16-autocast."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import libcst as cst
+
+from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.rules._autocasts import Autocast, ModuleAutocasts
+from linter.rules._bf16_origins import BF16, keyword, positional, string_value
+from linter.rules._dotted_names import ImportAliases, dotted_name, words
+from linter.rules._module_index import ModuleIndex, module_index, walk
+from linter.rules._path_facts import PathFacts, path_facts
+from linter.rules._scaler_receivers import scaler_receivers
+
+#: Position of ``enabled`` among each GradScaler constructor's positional parameters.
+ENABLED_POSITION = {
+    "torch.GradScaler": 5,
+    "torch.amp.GradScaler": 5,
+    "torch.amp.grad_scaler.GradScaler": 5,
+    "torch.distributed.fsdp.ShardedGradScaler": 5,
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
+    "scaler.GradScaler": 5,
+    "ampscale.GradScaler": 5,
+    "torch.cuda.amp.GradScaler": 4,
+    "torch.cuda.amp.grad_scaler.GradScaler": 4,
+    "torch.cpu.amp.GradScaler": 4,
+    "torch.cpu.amp.grad_scaler.GradScaler": 4,
+    "fairscale.optim.grad_scaler.ShardedGradScaler": 4,
+}
+
+#: Words in a branch test that say it picks a precision (``if dtype == torch.float16:``,
+#: ``if args.fp16:``, ``if precision == "16-mixed":``): a scaler under it is for that choice.
+PRECISION_WORDS = re.compile(r"fp16|(?<!b)float16|half|dtype|precision|mixed", re.I)
+#: Words of a bf16 switch: a scaler in the arm where it is on is a scaler *for* bf16.
+BF16_WORDS = re.compile(r"bf16|bfloat16", re.I)
+
+#: Words of a switch that turns the scaler on or off by itself (``use_grad_scaler``).
+SCALER_SWITCH_WORDS = re.compile(r"scal", re.I)
+
+#: Strings that ask for fp16 somewhere else in the file (a Trainer, Accelerate, Lightning).
+_FP16_STRINGS = frozenset({"fp16", "float16", "half", "16-mixed", "16-true"})
+_FP16_NAMES = frozenset({"torch.float16", "torch.half"})
+
+#: Scaler methods whose call under a precision test ties the scaler to that precision.
+_USES = frozenset({"scale", "step", "unscale_", "update"})
+
+
+def _picks_other_than_bf16(paths: PathFacts, test: cst.BaseExpression, holds: bool) -> bool:
+    """The arm where ``test`` evaluates to ``holds`` may be a non-bf16 precision: the test is
+    about a dtype/fp16/precision, or it is the off arm of a bf16 switch (``if not args.bf16``,
+    the ``else`` of ``if use_bfloat16``). The on arm of a bf16 switch runs bf16."""
+    said = list(words(test))
+    if any(PRECISION_WORDS.search(word) for word in said):
+        return True
+    if not any(BF16_WORDS.search(word) for word in said):
+        return False
+    return not any(
+        fact.relation == "is" and fact.value is True and BF16_WORDS.search(fact.subject)
+        for fact in paths.facts.of_test(test, holds)
+    )
+
+
+class GradScalerWithBf16Autocast(Rule):
+    """A GradScaler in a file whose every autocast runs in bf16.
+
+    ## What it does
+    Flags a `GradScaler(...)` constructor (torch's, `ShardedGradScaler` or ampscale's, under any
+    import alias) in a file where every autocast runs in bf16 and there is at least one:
+    `torch.autocast(..., dtype=torch.bfloat16)`, `torch.amp.autocast`, `torch.cuda.amp.autocast`
+    with a bf16 dtype, `torch.cpu.amp.autocast()` and `torch.autocast("cpu")` (bf16 is the CPU
+    default). The dtype may be spelled out or held in a name that every binding in the file binds
+    to `torch.bfloat16` (`AMP_DTYPE = torch.bfloat16`). The autocasts are related locations.
+
+    Not reported:
+
+    - a scaler that is off, or on only for another precision: `enabled=False`,
+      `enabled=args.fp16`, `enabled=not args.bf16`, `enabled=(dtype == "float16")` — nanoGPT's
+      shape — or switched by a setting of its own (`enabled=cfg.use_grad_scaler`). A plain AMP
+      switch (`enabled=args.amp`, `enabled=torch.cuda.is_available()`) or a bf16 one
+      (`enabled=use_bf16`) is on exactly when the bf16 autocasts run, and is reported;
+    - a scaler created or used under a branch that picks a precision
+      (`if amp_dtype == torch.float16:`, `if args.fp16:`, `scaler = GradScaler() if fp16 else
+      None`);
+    - a file with any autocast whose dtype it does not show: a dtype chosen at run time
+      (`dtype=ptdtype`, `dtype=amp_dtype` from a flag), an fp16 or default-fp16 autocast
+      (`torch.autocast("cuda")`, `torch.cuda.amp.autocast()`), a device type held in a variable,
+      `accelerator.autocast()` or another library's helper, `torch.autocast` passed around
+      uncalled; autocasts switched off with `enabled=False` do not count;
+    - a file that asks for fp16 another way (`torch.float16`, `.half()`, `fp16=...`,
+      `"16-mixed"`): the scaler may be for that path.
+
+    ## Why is this bad?
+    Loss scaling exists for fp16, whose narrow exponent range (down to about 6e-8) flushes small
+    gradients to zero. bf16 has fp32's exponent range, so its gradients do not underflow and
+    need no scaling — PyTorch's AMP recipe and Lightning's and Accelerate's bf16 modes use no
+    GradScaler. The scaler then only adds work every step: multiplying the loss, unscaling and
+    checking every gradient for inf/NaN and, with a non-fused optimizer, a host-device sync in
+    every `scaler.step()` (it reads the found-inf flag to decide whether to step), which stalls
+    the GPU pipeline. It also hides intent: a reader assumes fp16 somewhere.
+
+    ## Example
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    ```
+
+    ## Use instead
+    With bf16, backpropagate and step directly:
+    ```python
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+    ```
+    or keep one scaler for an fp16 fallback, on only when fp16 is chosen:
+    `torch.amp.GradScaler("cuda", enabled=(amp_dtype == torch.float16))`.
+
+    ## Suppression
+    Add `# noqa: AMP010` to the reported line when the scaler is kept on purpose (e.g. the same
+    code switches to fp16 through an autocast in another module).
+
+    ## References
+    - torch's `GradScaler.step()` reads the found-inf flag with `.item()` before a non-fused
+      optimizer steps ([torch/amp/grad_scaler.py](https://github.com/pytorch/pytorch/blob/main/torch/amp/grad_scaler.py),
+      `_maybe_opt_step`)
+    - Lightning refuses a scaler with bf16: "`precision='bf16-mixed'` does not use a scaler"
+      ([lightning/fabric/plugins/precision/amp.py](https://github.com/Lightning-AI/pytorch-lightning/blob/master/src/lightning/fabric/plugins/precision/amp.py));
+      Accelerate creates its GradScaler only for `mixed_precision="fp16"`
+      ([accelerate/accelerator.py](https://github.com/huggingface/accelerate/blob/main/src/accelerate/accelerator.py))
+    - `examples/bf16_autocast_with_grad_scaler.py` in this repository: the same bf16 run with and
+      without the scaler ends at the same loss; the scaler's step syncs
+    """
+
+    code = "AMP010"
+    name = "grad-scaler-with-bf16-autocast"
+    summary = "a GradScaler where every autocast is bf16: needless scaling and a sync per step"
+    # A finding needs a GradScaler constructor and an autocast.
+    triggers = ("GradScaler",)
+    valid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+with torch.autocast("cuda", dtype=torch.float16):
+    loss = loss_fn(model(x), y)
+scaler.scale(loss).backward()
+"""
+        ),
+        Example(
+            """\
+import torch
+
+dtype = "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+ctx = torch.amp.autocast(device_type="cuda", dtype=ptdtype)
+scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
+"""
+        ),
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda", enabled=args.fp16)
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    loss = model(batch).loss
+scaler.scale(loss).backward()
+"""
+        ),
+        Example(
+            """\
+import torch
+
+amp_dtype = torch.bfloat16 if args.bf16 else torch.float16
+scaler = torch.amp.GradScaler("cuda")
+with torch.autocast("cuda", dtype=amp_dtype):
+    loss = model(batch).loss
+scaler.scale(loss).backward()
+"""
+        ),
+        Example(
+            """\
+import torch
+
+if args.precision == "fp16":
+    scaler = torch.amp.GradScaler("cuda")
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    loss = model(batch).loss
+"""
+        ),
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+with accelerator.autocast():
+    loss = model(batch).loss
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    val_loss = model(val_batch).loss
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_fn(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            (3,),
+        ),
+        Example(
+            """\
+from torch.cuda.amp import GradScaler, autocast
+
+AMP_DTYPE = torch.bfloat16
+scaler = GradScaler()
+with autocast(dtype=AMP_DTYPE):
+    loss = model(batch).loss
+scaler.scale(loss).backward()
+""",
+            (4,),
+        ),
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cpu")
+with torch.autocast("cpu"):  # CPU autocast defaults to bf16
+    loss = model(batch).loss
+scaler.scale(loss).backward()
+""",
+            (3,),
+        ),
+        Example(
+            """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.scaler = torch.amp.GradScaler("cuda", enabled=True)
+
+    def train_step(self, batch):
+        with torch.amp.autocast("cuda", torch.bfloat16):
+            loss = self.model(batch).loss
+        self.scaler.scale(loss).backward()
+""",
+            (7,),
+        ),
+        Example(
+            """\
+import torch
+
+scaler = torch.cpu.amp.GradScaler()
+with torch.cpu.amp.autocast():
+    loss = model(batch).loss
+with torch.autocast("cuda", enabled=False):  # off: fp32, not an fp16 autocast
+    extra = head(loss)
+scaler.scale(loss + extra).backward()
+""",
+            (3,),
+        ),
+        Example(
+            """\
+import lightning as L
+import torch
+
+
+class LitModel(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    @torch.autocast("cuda", dtype=torch.bfloat16)
+    def forward(self, x):
+        return self.net(x)
+""",
+            (9,),
+        ),
+    )
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        return "GradScaler" in text and "autocast" in text
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        index = module_index(context)
+        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        receivers = scaler_receivers(index)
+        scalers = [c for c in index.nodes(cst.Call) if receivers.is_constructor_call(c)]
+        if not scalers:
+            return
+        module_autocasts = ModuleAutocasts(index, aliases)
+        autocasts = [a for a in module_autocasts.sites if not a.disabled]
+        if not autocasts or any(a.dtype != BF16 for a in autocasts):
+            return
+        if module_autocasts.uncalled():
+            return
+        if _asks_for_fp16(index, aliases):
+            return
+        paths = path_facts(index)
+        related = tuple((a.node, "bf16 autocast") for a in autocasts)
+        for call in scalers:
+            if _conditional(index, aliases, paths, call):
+                continue
+            yield Finding(call, _message(context, call, autocasts), related=related)
+
+
+def _message(context: ModuleContext, call: cst.Call, autocasts: list[Autocast]) -> str:
+    code = context.module.code_for_node(call)
+    if len(code) > 60:
+        code = code[:57] + "..."
+    lines = sorted({context.position(a.node).start.line for a in autocasts})
+    where = "line " + ", ".join(map(str, lines[:3])) + (", ..." if len(lines) > 3 else "")
+    return (
+        f"`{code}` scales the loss, but every autocast in this file runs in bf16 ({where}): "
+        "bf16 has fp32's exponent range and needs no loss scaling, so the scaler only adds work "
+        "— and, with a non-fused optimizer, a host-device sync in every `scaler.step()`; drop "
+        "it (`loss.backward()`, `optimizer.step()`) or enable it only for fp16"
+    )
+
+
+def _conditional(
+    index: ModuleIndex, aliases: ImportAliases, paths: PathFacts, call: cst.Call
+) -> bool:
+    """The scaler is off, or on only for a precision choice (its ``enabled=``, the branch it is
+    created in, or the branch it is used in)."""
+    if any(arg.star for arg in call.args):
+        return True
+    name = dotted_name(call.func) or ""
+    position = ENABLED_POSITION.get(aliases.qualify(name))
+    enabled = keyword(call, "enabled") or (
+        positional(call, position) if position is not None else None
+    )
+    if enabled is not None and _switched_separately(paths, enabled.value):
+        return True
+    if _under_precision_choice(index, paths, call):
+        return True
+    bound = _bound_name(index, call)
+    if bound is None:
+        return False
+    return any(
+        _under_precision_choice(index, paths, use)
+        for use in index.nodes(cst.Call)
+        if isinstance(use.func, cst.Attribute)
+        and use.func.attr.value in _USES
+        and dotted_name(use.func.value) == bound
+    )
+
+
+def _switched_separately(paths: PathFacts, enabled: cst.BaseExpression) -> bool:
+    """``enabled=`` that may be off while the bf16 autocasts run: a precision choice
+    (``dtype == "float16"``, ``args.fp16``, ``not bf16``) or a switch of its own
+    (``use_grad_scaler``). A plain AMP switch (``enabled=args.amp``, as the autocasts have) or
+    a bf16 one (``enabled=use_bf16``) is on exactly when the autocasts run in bf16."""
+    if isinstance(enabled, cst.Name) and enabled.value in ("True", "False"):
+        return enabled.value == "False"
+    if any(SCALER_SWITCH_WORDS.search(word) for word in words(enabled)):
+        return True
+    return _picks_other_than_bf16(paths, enabled, True)
+
+
+def _under_precision_choice(index: ModuleIndex, paths: PathFacts, node: cst.CSTNode) -> bool:
+    for statement, arm in paths.arms(node):
+        if _picks_other_than_bf16(paths, statement.test, arm is statement.body):
+            return True
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.IfExp) and child is not ancestor.test:
+            if _picks_other_than_bf16(paths, ancestor.test, child is ancestor.body):
+                return True
+        elif isinstance(ancestor, cst.BooleanOperation):
+            other = ancestor.left if child is ancestor.right else ancestor.right
+            if _picks_other_than_bf16(paths, other, isinstance(ancestor.operator, cst.And)):
+                return True
+        elif isinstance(ancestor, cst.BaseStatement | cst.BaseSmallStatement):
+            return False
+        child = ancestor
+    return False
+
+
+def _bound_name(index: ModuleIndex, call: cst.Call) -> str | None:
+    for ancestor in index.ancestors(call):
+        if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1:
+            return dotted_name(ancestor.targets[0].target)
+        if isinstance(ancestor, cst.BaseStatement | cst.BaseSmallStatement):
+            return None
+    return None
+
+
+def _asks_for_fp16(index: ModuleIndex, aliases: ImportAliases) -> bool:
+    """fp16 requested another way: ``torch.float16``, ``.half()``, ``fp16=...``, ``"16-mixed"``."""
+    for call in index.nodes(cst.Call):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "half" and not call.args:
+            return True
+        fp16 = keyword(call, "fp16")
+        if fp16 is not None and not (
+            isinstance(fp16.value, cst.Name) and fp16.value.value == "False"
+        ):
+            return True
+        for arg in call.args:
+            if string_value(arg.value) in _FP16_STRINGS:
+                return True
+    for node in walk(index.module):
+        if isinstance(node, cst.Attribute | cst.Name):
+            name = dotted_name(node)
+            if name is not None and aliases.qualify(name) in _FP16_NAMES:
+                return True
+        elif isinstance(node, cst.SimpleString) and string_value(node) in _FP16_STRINGS:
+            return True
+    return False
