@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.rules._dotted_names import dotted_name
 from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.rules._module_index import ModuleIndex, module_index
 from linter.rules._scaler_identity import is_disabled, same_scaler
@@ -129,6 +130,16 @@ class _Query:
                 return True
         return _skips_elements(loop.body)
 
+    def rebinds(self, loop: cst.For, name: str | None) -> bool:
+        """``loop`` assigns ``name`` afresh on each pass (``for case in cases: scaler =
+        GradScaler()``): one scaler per element, each updated once."""
+        return name is not None and any(
+            dotted_name(target.target) == name
+            for assign in self.index.nodes(cst.Assign)
+            if self.inside(assign, loop)
+            for target in assign.targets  # type: ignore[attr-defined]
+        )
+
     def leaves_before(self, first: Event, second: Event) -> bool:
         """``first`` sits in an ``if`` arm that ends with ``continue``/``break``/``return``/
         ``raise`` and does not hold ``second``: after ``first`` the iteration is over."""
@@ -221,6 +232,7 @@ def _repeated_updates(query: _Query) -> Iterator[Finding]:
                 targets = _names_in(loop.target)
                 if (
                     not targets & _names_in(later.call.func)  # not ``for scaler in scalers``
+                    and not query.rebinds(loop, later.scaler)
                     and not query.guarded_within(later, loop)
                     and any(query.inside(step.site, loop) for step in steps)
                 ):

@@ -257,3 +257,22 @@ def test_an_accumulation_guard_in_the_inner_loop_still_steps_many_times() -> Non
             scaler.update()
         """
     ) == [8]
+
+
+def test_a_scaler_made_afresh_for_each_element_is_updated_once_per_scaler() -> None:
+    # One scaler per configuration case (a test sweep): each is stepped and updated once.
+    source = """
+import torch
+
+for case in cases:
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(case.loss()).backward()
+    scaler.step(case.optimizer)
+    scaler.update()
+"""
+    assert lines(source) == []
+    shared = source.replace('    scaler = torch.amp.GradScaler("cpu")\n', "")
+    shared = shared.replace(
+        "import torch\n", 'import torch\nscaler = torch.amp.GradScaler("cpu")\n'
+    )
+    assert lines(shared) == [8]
