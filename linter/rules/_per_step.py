@@ -326,13 +326,13 @@ def _anomaly_polarity(test: cst.BaseExpression) -> bool | None:
 
 def _is_exit_guard(statement: cst.CSTNode) -> bool:
     """``if not log_step: return``: leaves on the off-period steps."""
-    if not (isinstance(statement, cst.If) and _exits(statement.body)):
+    if not (isinstance(statement, cst.If) and exits(statement.body)):
         return False
     guard = classify_guard(statement.test)
     return guard is not None and not guard.fires_when_true
 
 
-def _exits(suite: cst.BaseSuite) -> bool:
+def exits(suite: cst.BaseSuite) -> bool:
     """True when the suite ends by leaving the function or the loop iteration."""
     if isinstance(suite, cst.SimpleStatementSuite):
         last = suite.body[-1] if suite.body else None

@@ -23,7 +23,7 @@ from linter.rules._bf16_origins import parameter_position
 from linter.rules._dotted_names import dotted_name
 from linter.rules._dotted_names import words as words_in
 from linter.rules._module_index import ModuleIndex
-from linter.rules._per_step import PerStepAnalysis, classify_guard, is_traversal
+from linter.rules._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
 from linter.rules._scaler_receivers import ScalerReceivers
 
 #: Scaler methods that use the scaler for a training step.
@@ -69,16 +69,6 @@ class PerStepScaler:
 
 def _mentions(node: cst.CSTNode, words: frozenset[str]) -> bool:
     return not words.isdisjoint(words_in(node))
-
-
-def _exits(suite: cst.BaseSuite) -> bool:
-    body = suite.body
-    if not body:
-        return False
-    last = body[-1]
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, cst.Return | cst.Continue | cst.Break | cst.Raise)
 
 
 def is_configuration_loop(loop: cst.For | cst.While) -> bool:
@@ -228,7 +218,7 @@ class ScalerLifetimes:
                         break
                     if (
                         isinstance(statement, cst.If)
-                        and _exits(statement.body)
+                        and exits(statement.body)
                         and _mentions(statement.test, words)
                     ):
                         return True
