@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from linter.api import lint_paths, lint_source
@@ -54,3 +55,19 @@ def test_noqa_silences_a_finding_on_its_line() -> None:
         "    print(scaler.get_scale())  # noqa: AMP001\n"
     )
     assert [(d.line, d.column, d.code) for d in lint_source(source)] == [(4, 11, "AMP001")]
+
+
+def test_the_real_cli_lists_explains_and_selects_by_prefix_all_ten_rules(capsys) -> None:
+    from linter.cli import main
+
+    codes = [f"AMP{n:03d}" for n in range(1, 11)]
+    assert main(["--list-rules"]) == 0
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == codes
+    for code in codes:
+        assert main(["--explain", code]) == 0
+        assert f"({code})" in capsys.readouterr().out.splitlines()[0]
+    # A prefix selects every rule it starts: AMP00 all but AMP010, AMP01 only AMP010.
+    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", {"AMP010"})):
+        main(["--no-cache", "--select", prefix, "--format", "json", str(EXAMPLES)])
+        found = {d["code"] for d in json.loads(capsys.readouterr().out)}
+        assert found == expected & {code for _name, _line, code in EXPECTED_EXAMPLE_FINDINGS}
