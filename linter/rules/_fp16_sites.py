@@ -31,7 +31,7 @@ from linter.rules._bf16_origins import (
 from linter.rules._command_line import DeclaredSettings
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
 from linter.rules._fp16_switches import Fp16Switches, SwitchOn
-from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._module_index import ModuleIndex, descendants, module_index
 from linter.rules._path_facts import Fact, path_facts
 from linter.rules._scaler_receivers import scaler_receivers
 
@@ -124,21 +124,12 @@ class Fp16Site:
     requires: frozenset[Fact] = frozenset()
 
 
-def _descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Nodes under ``node`` in source order."""
-    stack = list(reversed(node.children))
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
-
-
 def _holder_names(node: cst.BaseExpression) -> set[str]:
     """Plain names an expression reads (``named`` of ``[p for n, p in named]``), not the parts
     of attribute reads (``model`` of ``model.parameters()``: `model_in` sees those)."""
     names: set[cst.Name] = set()
     parts: set[cst.CSTNode] = set()
-    for child in (node, *_descendants(node)):
+    for child in (node, *descendants(node)):
         if isinstance(child, cst.Attribute):
             parts.update((child.value, child.attr))
         elif isinstance(child, cst.Name):
@@ -206,7 +197,7 @@ class Fp16Sites:
 
     def model_in(self, expression: cst.BaseExpression, at: cst.CSTNode):
         """The first bf16 model mentioned in ``expression`` (``model``, ``model.parameters()``)."""
-        for node in (expression, *_descendants(expression)):
+        for node in (expression, *descendants(expression)):
             if not isinstance(node, cst.Name | cst.Attribute | cst.Call):
                 continue
             if isinstance(node, cst.Call):
@@ -313,7 +304,7 @@ class Fp16Sites:
                 )
 
     def _model_run_in(self, body: cst.CSTNode):
-        for node in _descendants(body):
+        for node in descendants(body):
             if not isinstance(node, cst.Call):
                 continue
             callee = node.func

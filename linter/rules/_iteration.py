@@ -37,7 +37,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex, module_index
+from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
 from linter.rules._path_facts import Fact, PathFacts, path_facts
 from linter.rules._per_step import TRAVERSED_COLLECTIONS
 from linter.rules._scaler_receivers import scaler_receivers
@@ -392,14 +392,7 @@ class TrainingIterations:
         """The calls under ``scope``, in source order (a walk of its subtree only)."""
         if scope is self._index.module:
             return self._index.nodes(cst.Call)
-        calls: list[cst.Call] = []
-        stack: list[cst.CSTNode] = [scope]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.Call):
-                calls.append(node)
-            stack.extend(reversed(node.children))
-        return calls
+        return [node for node in descendants(scope) if isinstance(node, cst.Call)]
 
     def _function_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         if isinstance(node, cst.FunctionDef):

@@ -133,6 +133,15 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(node.children)
 
 
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes under ``node`` (not ``node`` itself) in source order."""
+    stack = list(reversed(node.children))
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
 # Rules run one after another on the same module; keeping the last index lets them share it
 # without holding every module of a run in memory.
 _last: list[tuple[cst.Module, ModuleIndex]] = []

@@ -22,7 +22,7 @@ from linter._rule import ModuleContext
 from linter.rules._bf16_origins import parameter_position
 from linter.rules._dotted_names import dotted_name
 from linter.rules._dotted_names import words as words_in
-from linter.rules._module_index import ModuleIndex
+from linter.rules._module_index import ModuleIndex, walk
 from linter.rules._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
 from linter.rules._scaler_receivers import ScalerReceivers
 
@@ -81,19 +81,10 @@ def is_configuration_loop(loop: cst.For | cst.While) -> bool:
         return True
     if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in _CONFIGURATION_CALLS:
         return True
-    targets = [n.value for n in _all_names(loop.target)]
+    targets = [n.value for n in walk(loop.target) if isinstance(n, cst.Name)]
     return bool(targets) and all(
         CONFIGURATION_TARGET.match(name) or name.startswith("_") for name in targets
     )
-
-
-def _all_names(node: cst.CSTNode) -> Iterator[cst.Name]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Name):
-            yield current
-        stack.extend(current.children)
 
 
 class ScalerLifetimes:

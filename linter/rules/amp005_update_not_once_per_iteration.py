@@ -10,14 +10,12 @@ import libcst as cst
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.rules._dotted_names import dotted_name
 from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.rules._module_index import ModuleIndex, module_index
+from linter.rules._module_index import ModuleIndex, module_index, walk
+from linter.rules._per_step import exits
 from linter.rules._scaler_identity import is_disabled, same_scaler
 
 #: Text a file with a finding almost always holds (see `UpdateNotOncePerIteration.wants`).
 _SCALER_STEP_OR_UPDATE = re.compile(r"caler\s*\.\s*(?:step|update)\s*\(")
-
-#: Statements that end an ``if`` arm and leave the rest of the iteration unrun.
-_LEAVES = (cst.Continue, cst.Break, cst.Return, cst.Raise)
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
@@ -35,28 +33,17 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return found
 
 
-def _ends_early(arm: cst.CSTNode) -> bool:
+def _arm_exits(arm: cst.CSTNode) -> bool:
+    """An ``if`` arm (body or ``else``, not an ``elif``) that ends the iteration early."""
     suite = arm.body if isinstance(arm, cst.Else) else arm
-    body = getattr(suite, "body", ())
-    if not body:
-        return False
-    last = body[-1]
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, _LEAVES)
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
+    return isinstance(suite, cst.BaseSuite) and exits(suite)
 
 
 def _has_modulo(node: cst.CSTNode) -> bool:
     """``(i + 1) % accum == 0``: a gradient-accumulation guard, true on many passes."""
     return any(
         isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
-        for n in _walk(node)
+        for n in walk(node)
     )
 
 
@@ -106,7 +93,7 @@ class _Query:
                 isinstance(node, cst.Comparison)
                 and any(isinstance(c.operator, cst.Equal) for c in node.comparisons)
                 and not _has_modulo(node)
-                for node in _walk(ancestor.test)
+                for node in walk(ancestor.test)
             )
             if equality and names & targets:
                 return True
@@ -145,7 +132,7 @@ class _Query:
         ``raise`` and does not hold ``second``: after ``first`` the iteration is over."""
         around = set(self.index.ancestors(second.site))
         return any(
-            statement not in around and _ends_early(arm)
+            statement not in around and _arm_exits(arm)
             for statement, arm in self.model.facts.arms(first.site)
         )
 
