@@ -10,10 +10,10 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import dotted_name
-from linter.rules._module_index import ModuleIndex, module_index
-from linter.rules._per_step import PerStepAnalysis
-from linter.rules._scaler_receivers import ScalerReceivers, scaler_receivers
+from linter.model._dotted_names import dotted_name
+from linter.model._module_index import ModuleIndex, module_index
+from linter.model._per_step import PerStepAnalysis
+from linter.model._scaler_receivers import ScalerReceivers, scaler_receivers
 
 #: Text every spelling of a read matches; files without it are not walked at all.
 _MAYBE_A_READ = re.compile(

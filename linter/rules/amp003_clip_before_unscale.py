@@ -10,9 +10,9 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import dotted_name, last_part
-from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.rules._module_index import ModuleIndex, module_index
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
+from linter.model._module_index import ModuleIndex, module_index
 
 #: Calls that unscale without being ``<scaler>.unscale_(...)``: a trainer's or wrapper's own
 #: ``unscale_gradients()``, ``_unscale_grads()``... A call of one before the clip, even of a

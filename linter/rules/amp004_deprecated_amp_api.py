@@ -11,8 +11,8 @@ from libcst.metadata import Assignment, ImportAssignment, Scope, ScopeProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import ModuleIndex, module_index
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._module_index import ModuleIndex, module_index
 
 #: Constructors that take the device first in ``torch.amp``: the new call is
 #: ``torch.amp.<name>("<device>", <old positional args as keywords>, ...)``.

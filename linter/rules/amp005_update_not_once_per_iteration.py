@@ -8,11 +8,11 @@ from collections.abc import Iterable, Iterator
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import dotted_name
-from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.rules._module_index import ModuleIndex, module_index, walk
-from linter.rules._per_step import exits
-from linter.rules._scaler_identity import is_disabled, same_scaler
+from linter.model._dotted_names import dotted_name
+from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
+from linter.model._module_index import ModuleIndex, module_index, walk
+from linter.model._per_step import exits
+from linter.model._scaler_identity import is_disabled, same_scaler
 
 #: Text a file with a finding almost always holds (see `UpdateNotOncePerIteration.wants`).
 _SCALER_STEP_OR_UPDATE = re.compile(r"caler\s*\.\s*(?:step|update)\s*\(")

@@ -9,11 +9,11 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._dotted_names import dotted_name, last_part
-from linter.rules._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.rules._module_index import ModuleIndex, module_index
-from linter.rules._path_facts import Fact
-from linter.rules._scaler_receivers import GRAD_SCALER_CLASS_NAMES, GRAD_SCALER_CONSTRUCTORS
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
+from linter.model._module_index import ModuleIndex, module_index
+from linter.model._path_facts import Fact
+from linter.model._scaler_receivers import GRAD_SCALER_CLASS_NAMES, GRAD_SCALER_CONSTRUCTORS
 
 #: Methods whose result is a scaled loss: a GradScaler's ``scale``, apex's ``amp.scale_loss``
 #: (``with amp.scale_loss(loss, opt) as scaled_loss: scaled_loss.backward()``).

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._bf16_origins import FP16
-from linter.rules._fp16_sites import Fp16Site, Fp16Sites
-from linter.rules._fp32_trainables import Fp32Trainables
-from linter.rules._module_index import ModuleIndex
+from linter.model._bf16_origins import FP16
+from linter.model._fp16_sites import Fp16Site, Fp16Sites
+from linter.model._fp32_trainables import Fp32Trainables
+from linter.model._module_index import ModuleIndex
 
 #: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")

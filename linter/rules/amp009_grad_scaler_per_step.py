@@ -7,10 +7,10 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._module_index import module_index
-from linter.rules._per_step import PerStepAnalysis
-from linter.rules._scaler_lifetimes import PerStepScaler, ScalerLifetimes
-from linter.rules._scaler_receivers import scaler_receivers
+from linter.model._module_index import module_index
+from linter.model._per_step import PerStepAnalysis
+from linter.model._scaler_lifetimes import PerStepScaler, ScalerLifetimes
+from linter.model._scaler_receivers import scaler_receivers
 
 
 class GradScalerPerStep(Rule):

@@ -8,12 +8,12 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.rules._autocasts import Autocast, ModuleAutocasts
-from linter.rules._bf16_origins import BF16, keyword, positional, string_value
-from linter.rules._dotted_names import ImportAliases, dotted_name, words
-from linter.rules._module_index import ModuleIndex, module_index, walk
-from linter.rules._path_facts import PathFacts, path_facts
-from linter.rules._scaler_receivers import scaler_receivers
+from linter.model._autocasts import Autocast, ModuleAutocasts
+from linter.model._bf16_origins import BF16, keyword, positional, string_value
+from linter.model._dotted_names import ImportAliases, dotted_name, words
+from linter.model._module_index import ModuleIndex, module_index, walk
+from linter.model._path_facts import PathFacts, path_facts
+from linter.model._scaler_receivers import scaler_receivers
 
 #: Position of ``enabled`` among each GradScaler constructor's positional parameters.
 ENABLED_POSITION = {

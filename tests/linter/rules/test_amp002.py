@@ -14,7 +14,7 @@ from linter._rule import ModuleContext
 from linter.api import lint_paths
 from linter.config import ConfigError, load_settings
 from linter.rules import Fp16AmpWithBf16Checkpoint
-from linter.rules._bf16_families import BF16_FAMILIES, bf16_family
+from linter.model._bf16_families import BF16_FAMILIES, bf16_family
 
 
 def lines(source: str) -> list[int]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.rules._bf16_families import Bf16Family
-from linter.rules._bf16_origins import (
+from linter.model._bf16_families import Bf16Family
+from linter.model._bf16_origins import (
     BF16,
     FP16,
     Bf16Origin,
@@ -28,12 +28,12 @@ from linter.rules._bf16_origins import (
     positional,
     string_value,
 )
-from linter.rules._command_line import DeclaredSettings
-from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._fp16_switches import Fp16Switches, SwitchOn
-from linter.rules._module_index import ModuleIndex, descendants, module_index
-from linter.rules._path_facts import Fact, path_facts
-from linter.rules._scaler_receivers import scaler_receivers
+from linter.model._command_line import DeclaredSettings
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._fp16_switches import Fp16Switches, SwitchOn
+from linter.model._module_index import ModuleIndex, descendants, module_index
+from linter.model._path_facts import Fact, path_facts
+from linter.model._scaler_receivers import scaler_receivers
 
 #: autocast context managers, by qualified name.
 AUTOCAST = frozenset(

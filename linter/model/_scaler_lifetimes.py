@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.rules._bf16_origins import parameter_position
-from linter.rules._dotted_names import dotted_name
-from linter.rules._dotted_names import words as words_in
-from linter.rules._module_index import ModuleIndex, walk
-from linter.rules._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
-from linter.rules._scaler_receivers import ScalerReceivers
+from linter.model._bf16_origins import parameter_position
+from linter.model._dotted_names import dotted_name
+from linter.model._dotted_names import words as words_in
+from linter.model._module_index import ModuleIndex, walk
+from linter.model._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
+from linter.model._scaler_receivers import ScalerReceivers
 
 #: Scaler methods that use the scaler for a training step.
 USE_METHODS = frozenset({"scale", "unscale_", "step", "update"})

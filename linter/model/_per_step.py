@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.rules._dotted_names import dotted_name, last_part
-from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex
 
 #: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
 LIGHTNING_PER_STEP_HOOKS = frozenset(

@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
-from linter.rules._path_facts import Fact, PathFacts, path_facts
-from linter.rules._per_step import TRAVERSED_COLLECTIONS
-from linter.rules._scaler_receivers import scaler_receivers
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
+from linter.model._path_facts import Fact, PathFacts, path_facts
+from linter.model._per_step import TRAVERSED_COLLECTIONS
+from linter.model._scaler_receivers import scaler_receivers
 
 
 class Kind(enum.Enum):

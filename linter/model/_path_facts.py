@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.rules._dotted_names import dotted_name
-from linter.rules._module_index import ModuleIndex
+from linter.model._dotted_names import dotted_name
+from linter.model._module_index import ModuleIndex
 
 #: Flag names (the last part of ``args.fp16``) that switch fp16 / bf16 on: ``fp16``,
 #: ``use_fp16``, ``fp16_full_eval``, ``half``; ``bf16``, ``bf16_full_eval``, ``use_bfloat16``.

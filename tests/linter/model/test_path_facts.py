@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.rules._module_index import ModuleIndex
-from linter.rules._path_facts import Fact, PathFacts
+from linter.model._module_index import ModuleIndex
+from linter.model._path_facts import Fact, PathFacts
 
 
 def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:

@@ -24,10 +24,10 @@ import re
 
 import libcst as cst
 
-from linter.rules._bf16_origins import FP32, Bf16Origins, keyword
-from linter.rules._dotted_names import dotted_name
-from linter.rules._module_index import ModuleIndex
-from linter.rules._path_facts import PathFacts
+from linter.model._bf16_origins import FP32, Bf16Origins, keyword
+from linter.model._dotted_names import dotted_name
+from linter.model._module_index import ModuleIndex
+from linter.model._path_facts import PathFacts
 
 #: Text that says a file trains adapters (peft, LoRA, diffusers' adapter API) or upcasts them.
 ADAPTER_TEXT = re.compile(

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.rules._dotted_names import dotted_name
-from linter.rules._module_index import ModuleIndex
-from linter.rules._path_facts import argument_dest
+from linter.model._dotted_names import dotted_name
+from linter.model._module_index import ModuleIndex
+from linter.model._path_facts import argument_dest
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.rules._bf16_origins import BF16, FP16, keyword, literal_dtype, positional, string_value
-from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import ModuleIndex, walk
+from linter.model._bf16_origins import BF16, FP16, keyword, literal_dtype, positional, string_value
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._module_index import ModuleIndex, walk
 
 
 @dataclass(frozen=True, slots=True)

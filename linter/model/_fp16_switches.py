@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.rules._command_line import DeclaredSettings
-from linter.rules._dotted_names import dotted_name, last_part
-from linter.rules._module_index import ModuleIndex
-from linter.rules._path_facts import Fact, Facts
+from linter.model._command_line import DeclaredSettings
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._module_index import ModuleIndex
+from linter.model._path_facts import Fact, Facts
 
 #: Calls true on every machine that trains on a CUDA GPU.
 TRUE_ON_GPUS = frozenset({"torch.cuda.is_available", "cuda.is_available"})

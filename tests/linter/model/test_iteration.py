@@ -1,4 +1,4 @@
-"""The shared model of a training iteration (`linter.rules._iteration`) on shapes it must read."""
+"""The shared model of a training iteration (`linter.model._iteration`) on shapes it must read."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.rules._iteration import Kind, TrainingIterations, of_module
-from linter.rules._path_facts import Fact
+from linter.model._iteration import Kind, TrainingIterations, of_module
+from linter.model._path_facts import Fact
 
 
 def iterations(source: str) -> TrainingIterations:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.rules._dotted_names import dotted_name, last_part
-from linter.rules._module_index import ModuleIndex
-from linter.rules._scaler_receivers import GRAD_SCALER_CLASS_NAMES
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._module_index import ModuleIndex
+from linter.model._scaler_receivers import GRAD_SCALER_CLASS_NAMES
 
 
 def same_scaler(first: str | None, second: str | None) -> bool:

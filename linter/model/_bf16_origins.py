@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.rules._bf16_families import Bf16Family, bf16_family
-from linter.rules._command_line import DeclaredSettings
-from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import MAX_CALL_DEPTH, ModuleIndex
-from linter.rules._path_facts import PathFacts
+from linter.model._bf16_families import Bf16Family, bf16_family
+from linter.model._command_line import DeclaredSettings
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex
+from linter.model._path_facts import PathFacts
 
 BF16 = "bf16"
 FP16 = "fp16"

@@ -17,8 +17,8 @@ import re
 
 import libcst as cst
 
-from linter.rules._dotted_names import ImportAliases, dotted_name, last_part
-from linter.rules._module_index import ModuleIndex
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._module_index import ModuleIndex
 
 #: Qualified names of the GradScaler constructors (ampscale's own included).
 GRAD_SCALER_CONSTRUCTORS = frozenset(
