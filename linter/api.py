@@ -188,6 +188,7 @@ def lint_paths(
     unsafe_fixes: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
+    project: bool = True,
 ) -> LintResult:
     """Lint files and folders (``"-"`` reads standard input, named ``stdin_filename``).
 
@@ -198,7 +199,10 @@ def lint_paths(
     files; ``diff`` computes the same changes without writing (standard input is never
     written: its fixed text is in `LintResult.changes`). ``cache_dir`` keeps results there
     (the command's default is ``.amp_lint_cache``); without it nothing is cached. ``stdin`` is
-    what ``"-"`` reads (default: standard input itself).
+    what ``"-"`` reads (default: standard input itself). With ``project`` (the default) each
+    file is linted against the project around it — the folder holding the nearest
+    ``pyproject.toml``/``setup.cfg``/``setup.py``/``.git`` — so a file gets the same findings
+    alone as in a run over the whole tree.
     """
     plan = _Plan.build(
         settings, select=select, ignore=ignore, extend_select=extend_select, rules=rules
@@ -213,17 +217,37 @@ def lint_paths(
         [name for name in names if name != STDIN], excluder, force_exclude=force_exclude
     )
     mode = replace(plan.fix_mode(unsafe_fixes), write=not diff) if fix or diff else None
-    work = [Job(path, plan.rules_for(path), fix=mode) for path in found.files]
-    if STDIN in names:
-        shown = stdin_filename or STDIN
-        if not (force_exclude and stdin_filename and excluder.excluded(stdin_filename)):
-            data = sys.stdin.buffer.read() if stdin is None else stdin
-            work.append(Job(shown, plan.rules_for(shown), data, mode, on_disk=False))
+    stdin_data: bytes | None = None
+    shown = stdin_filename or STDIN
+    if STDIN in names and not (
+        force_exclude and stdin_filename and excluder.excluded(stdin_filename)
+    ):
+        stdin_data = sys.stdin.buffer.read() if stdin is None else stdin
+    on_disk = list(found.files)
+    if stdin_data is not None and stdin_filename and os.path.isfile(stdin_filename):
+        on_disk.append(stdin_filename)
+    cache_folder = os.fspath(cache_dir) if cache_dir is not None else None
+    roots = _projects(plan, excluder, on_disk, cache_folder, jobs) if project else {}
+    work = [
+        Job(path, plan.rules_for(path), fix=mode, project_root=roots.get(path))
+        for path in found.files
+    ]
+    if stdin_data is not None:
+        work.append(
+            Job(
+                shown,
+                plan.rules_for(shown),
+                stdin_data,
+                mode,
+                on_disk=False,
+                project_root=roots.get(stdin_filename or ""),
+            )
+        )
     cache = None
-    if cache_dir is not None:
+    if cache_folder is not None:
         from linter._cache import ResultCache
 
-        cache = ResultCache(os.fspath(cache_dir))
+        cache = ResultCache(cache_folder)
     reports = run_jobs(work, jobs, cache)
     shown_fix = plan.fixable_codes()
     return LintResult(
@@ -246,6 +270,38 @@ def lint_paths(
         notes=tuple(note for report in reports for note in report.notes),
         unsafe_fixes=unsafe_fixes,
     )
+
+
+def _projects(
+    plan: _Plan,
+    excluder: Excluder,
+    paths: Sequence[str],
+    cache_folder: str | None,
+    jobs: int | None,
+) -> dict[str, str]:
+    """Build the project around each path (see `linter.model`); path -> its project's root."""
+    from linter._cache import code_fingerprint
+    from linter._engine import _available_cpus, use_projects
+    from linter.model._project_build import SummaryStore, build_project, roots_of
+
+    absolute = {path: os.path.abspath(path) for path in paths}
+    by_root = roots_of(absolute.values())
+    store = SummaryStore(cache_folder, code_fingerprint())
+    workers = jobs if jobs is not None else _available_cpus()
+    rules = plan.rules
+
+    def wants(text: str) -> bool:
+        return any(rule.wants(text) for rule in rules)
+
+    projects = {}
+    for root in by_root:
+        found = discover([root], excluder, force_exclude=True)
+        files = [os.path.abspath(f) for f in found.files]
+        files += [p for p in by_root[root] if p not in files]
+        projects[root] = build_project(root, files, wants, store, workers)
+    use_projects(projects)
+    root_of = {member: root for root, members in by_root.items() for member in members}
+    return {path: root_of[absolute[path]] for path in paths}
 
 
 @dataclass(frozen=True, slots=True)
