@@ -236,7 +236,7 @@ class Project:
             methods: dict[str, list[FunctionRef]] = {}
             for summary in self.summaries.values():
                 for function in summary.functions:
-                    owner, dot, method = function.qualname.partition(".")
+                    _owner, dot, method = function.qualname.partition(".")
                     if dot:
                         methods.setdefault(method, []).append(
                             FunctionRef(summary.path, function.qualname)
