@@ -136,11 +136,13 @@ def lint_text(
     """Lint decoded Python source with already-configured rule instances; ``project`` is the
     project around the file (its other modules' summaries), when there is one."""
     active = [rule for rule in rules if rule.wants(text)]
+    imported = ""
     if project is not None:
-        # Events of the modules it imports may enter its iterations: their text counts too.
+        # Events and values of the modules it imports may enter its analyses: their text
+        # counts for the pre-filter too.
         imported = project.imported_text(os.path.abspath(path))
         if imported:
-            active = [rule for rule in rules if rule in active or rule.wants(imported)]
+            active = [rule for rule in rules if rule in active or rule.wants(f"{text}\n{imported}")]
     if not active:
         return FileReport(path)
     try:
@@ -154,6 +156,7 @@ def lint_text(
     if project is not None:
         project.reset_used()
     context = ModuleContext(path, text, module, project)
+    context.imported_text = imported
     diagnostics: list[Diagnostic] = []
     errors: list[FileError] = []
     for rule in active:
@@ -484,7 +487,8 @@ def _prepare(
         return report, None, None
     project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
     imported = project.imported_text(os.path.abspath(job.path)) if project is not None else ""
-    if any(rule.wants(document.text) or (imported and rule.wants(imported)) for rule in job.rules):
+    text = f"{document.text}\n{imported}" if imported else document.text
+    if any(rule.wants(document.text) or (imported and rule.wants(text)) for rule in job.rules):
         return None, replace(job, data=data, on_disk=job.data is None and job.on_disk), key
     report = FileReport(job.path)
     if cache is not None and key is not None:

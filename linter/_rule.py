@@ -80,8 +80,18 @@ class ModuleContext:
         self.grafts: dict[cst.Call, cst.FunctionDef | None] = {}
         #: Node of a grafted function -> where it really is.
         self.foreign: dict[cst.CSTNode, ForeignSite] = {}
+        #: The source of the functions of the project modules this one imports, whose events
+        #: and values may enter its analyses (see `filter_text`).
+        self.imported_text = ""
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type[BaseMetadataProvider[Any]], Mapping[cst.CSTNode, Any]] = {}
+
+    @property
+    def filter_text(self) -> str:
+        """What a rule's cheap text test reads: the module's source and `imported_text`."""
+        if not self.imported_text:
+            return self.source
+        return f"{self.source}\n{self.imported_text}"
 
     def attach(self, root: cst.CSTNode, via: cst.Call, site: ForeignSite) -> None:
         """Record that ``root`` (a grafted function) and its nodes stand for ``site``."""

@@ -43,8 +43,10 @@ _COLLECTED = (
 class ModuleIndex(cst.CSTVisitor):
     """Parents of every node plus, per node type, the nodes of that type in source order."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, context: ModuleContext | None = None) -> None:
         self.module = module
+        #: The module's context (its path and the project around it), when it has one.
+        self.context = context
         #: node -> its parent node (the module has none).
         self.parent: dict[cst.CSTNode, cst.CSTNode] = {}
         #: node type -> nodes of that type, in source order.
@@ -171,6 +173,6 @@ def module_index(context: ModuleContext) -> ModuleIndex:
     """The shared index of ``context.module``, built on first use."""
     if _last and _last[0][0] is context.module:
         return _last[0][1]
-    index = ModuleIndex(context.module)
+    index = ModuleIndex(context.module, context)
     _last[:] = [(context.module, index)]
     return index

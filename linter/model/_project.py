@@ -125,7 +125,24 @@ class Project:
             return ("function", summary.path, name)
         if summary.class_named(name) is not None:
             return ("class", summary.path, name)
+        text = dict(summary.constants).get(name)
+        if text is not None:
+            return ("constant", summary.path, name, text)
         return ()
+
+    def constant(self, context: object, dotted: str) -> cst.BaseExpression | None:
+        """The value of a module-level constant of another project module that ``dotted``
+        names in the module being linted (``config.AMP_DTYPE``), parsed; None when unknown."""
+        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        found = self.resolve(path, dotted)
+        if not (isinstance(found, tuple) and found and found[0] == "constant"):
+            return None
+        if found[1] == path:
+            return None
+        try:
+            return cst.parse_expression(found[3])
+        except Exception:  # a summary from another libcst version
+            return None
 
     def _member(self, path: str, name: str, depth: int) -> tuple:
         """``name`` in module ``path``: defined there, or imported there (a re-export)."""
@@ -264,9 +281,9 @@ class Project:
         parts = []
         for module in sorted(modules):
             imported = self.summaries.get(module)
-            if imported is not None and imported.has_amp:
+            if imported is not None:
                 self.used.add(module)
-                parts.extend(function.source for function in imported.functions)
+                parts.extend(f.source for f in imported.functions if f.words)
         return "\n".join(parts)
 
     # -- per-step -----------------------------------------------------------------------------

@@ -121,6 +121,9 @@ class ModuleSummary:
     functions: tuple[FunctionRecord, ...] = ()
     classes: tuple[ClassRecord, ...] = ()
     calls: tuple[CallRecord, ...] = ()
+    #: Module-level names bound exactly once, with the source of their value (short values
+    #: only: ``AMP_DTYPE = torch.bfloat16``, ``PRECISION = "fp16"``).
+    constants: tuple[tuple[str, str], ...] = ()
     #: Whether the module mentions any rule's trigger word (it was parsed for its own sake).
     has_amp: bool = False
     _functions: dict[str, FunctionRecord] = field(default_factory=dict, compare=False, repr=False)
@@ -157,6 +160,7 @@ class ModuleSummary:
                 for item in data["classes"]
             ),
             calls=tuple(CallRecord(**item) for item in data["calls"]),
+            constants=tuple((str(name), str(text)) for name, text in data["constants"]),
             has_amp=bool(data["has_amp"]),
         )
 
@@ -222,6 +226,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
         functions=tuple(functions),
         classes=tuple(_classes(index)),
         calls=tuple(calls),
+        constants=tuple(_constants(index)),
         has_amp=has_amp,
     )
 
@@ -276,6 +281,28 @@ def _sys_path_inserts(index: Any) -> Iterator[str]:
         value = call.args[-1].value
         if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
             yield value.evaluated_value
+
+
+#: Longest value source kept for a module-level constant.
+_CONSTANT_CHARS = 200
+
+
+def _constants(index: Any) -> Iterator[tuple[str, str]]:
+    counts: dict[str, int] = {}
+    values: dict[str, cst.BaseExpression] = {}
+    for assign in index.nodes(cst.Assign):
+        module_level = isinstance(index.parent.get(index.parent.get(assign)), cst.Module)
+        for target in assign.targets:
+            name = dotted_name(target.target) if isinstance(target.target, cst.Name) else None
+            if name is None:
+                continue
+            counts[name] = counts.get(name, 0) + 1
+            if module_level:
+                values[name] = assign.value
+    for name, value in values.items():
+        text = index.module.code_for_node(value).strip()
+        if counts[name] == 1 and len(text) <= _CONSTANT_CHARS:
+            yield name, text
 
 
 def _classes(index: Any) -> Iterator[ClassRecord]:
