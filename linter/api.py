@@ -227,7 +227,8 @@ def lint_paths(
     if stdin_data is not None and stdin_filename and os.path.isfile(stdin_filename):
         on_disk.append(stdin_filename)
     cache_folder = os.fspath(cache_dir) if cache_dir is not None else None
-    roots = _projects(plan, excluder, on_disk, cache_folder, jobs) if project else {}
+    requested = [name for name in names if name != STDIN]
+    roots = _projects(plan, excluder, requested, on_disk, cache_folder, jobs) if project else {}
     work = [
         Job(path, plan.rules_for(path), fix=mode, project_root=roots.get(path))
         for path in found.files
@@ -275,6 +276,7 @@ def lint_paths(
 def _projects(
     plan: _Plan,
     excluder: Excluder,
+    requested: Sequence[str],
     paths: Sequence[str],
     cache_folder: str | None,
     jobs: int | None,
@@ -285,7 +287,10 @@ def _projects(
     from linter.model._project_build import SummaryStore, build_project, roots_of
 
     absolute = {path: os.path.abspath(path) for path in paths}
-    by_root = roots_of(absolute.values())
+    # Files with no project marker above them form one project: the folder the run was asked
+    # to lint (or the current folder), as ruff takes the current folder without a config.
+    tops = [path for path in requested if os.path.isdir(path)] + [os.getcwd()]
+    by_root = roots_of(absolute.values(), tops)
     store = SummaryStore(cache_folder, code_fingerprint())
     workers = jobs if jobs is not None else _available_cpus()
     rules = plan.rules
@@ -298,7 +303,7 @@ def _projects(
         found = discover([root], excluder, force_exclude=True)
         files = [os.path.abspath(f) for f in found.files]
         files += [p for p in by_root[root] if p not in files]
-        projects[root] = build_project(root, files, wants, store, workers)
+        projects[root] = build_project(root, files, wants, store, workers, by_root[root])
     use_projects(projects)
     root_of = {member: root for root, members in by_root.items() for member in members}
     return {path: root_of[absolute[path]] for path in paths}

@@ -21,9 +21,9 @@ ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 SOURCE_FOLDERS = ("src",)
 
 
-def find_root(path: str) -> str:
-    """The folder above ``path`` holding a `ROOT_MARKERS` file (the nearest one), else the
-    folder of ``path`` itself."""
+def find_root(path: str, fallback: str | None = None) -> str:
+    """The folder above ``path`` holding a `ROOT_MARKERS` file (the nearest one), else
+    ``fallback`` (the folder a run was asked to lint), else the folder of ``path`` itself."""
     start = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else path
     folder = os.path.abspath(start)
     while True:
@@ -31,7 +31,7 @@ def find_root(path: str) -> str:
             return folder
         parent = os.path.dirname(folder)
         if parent == folder:
-            return os.path.abspath(start)
+            return os.path.abspath(fallback or start)
         folder = parent
 
 

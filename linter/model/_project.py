@@ -74,6 +74,7 @@ class Project:
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._methods: dict[str, list[FunctionRef]] | None = None
         self._caller_digests: dict[str, str] | None = None
+        self._components: dict[str, frozenset[str]] | None = None
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -243,10 +244,38 @@ class Project:
             init = self.method(resolved[1], resolved[2], "__init__")
             return [init] if init is not None else []
         if rest and head not in ("self", "cls"):
-            return self._unique_method(callee.rpartition(".")[2])
+            return self._unique_method(path, callee.rpartition(".")[2])
         return []
 
-    def _unique_method(self, name: str) -> list[FunctionRef]:
+    def component(self, path: str) -> frozenset[str]:
+        """The summarised modules connected to ``path`` through imports, either way: all a
+        module's findings may depend on, whichever files a run names."""
+        if self._components is None:
+            neighbours: dict[str, set[str]] = {p: set() for p in self.summaries}
+            for summary in self.summaries.values():
+                for record in summary.imports:
+                    target = self.files.resolve(
+                        summary.path, record.module, record.level, record.name, summary.sys_path
+                    )
+                    if target is not None and target.path in neighbours:
+                        neighbours[summary.path].add(target.path)
+                        neighbours[target.path].add(summary.path)
+            components: dict[str, frozenset[str]] = {}
+            for start in neighbours:
+                if start in components:
+                    continue
+                seen, frontier = {start}, [start]
+                while frontier:
+                    for other in neighbours[frontier.pop()] - seen:
+                        seen.add(other)
+                        frontier.append(other)
+                members = frozenset(seen)
+                components.update(dict.fromkeys(members, members))
+            self._components = components
+        return self._components.get(path, frozenset({path}))
+
+    def _unique_method(self, path: str, name: str) -> list[FunctionRef]:
+        """The one method named ``name`` among the modules connected to ``path``."""
         if name in GENERIC_METHOD_NAMES or name.startswith("__"):
             return []
         if self._methods is None:
@@ -259,7 +288,8 @@ class Project:
                             FunctionRef(summary.path, function.qualname)
                         )
             self._methods = methods
-        found = self._methods.get(name, [])
+        reachable = self.component(path)
+        found = [ref for ref in self._methods.get(name, []) if ref.path in reachable]
         if len(found) == 1:
             self.used.add(found[0].path)
             return found

@@ -115,8 +115,12 @@ def build_project(
     wants: Callable[[str], bool],
     store: SummaryStore,
     workers: int,
+    linted: Sequence[str] = (),
 ) -> Project:
-    """The project of ``files`` (absolute paths under ``root``)."""
+    """The project of ``files`` (absolute paths under ``root``) as the files being ``linted``
+    see it: the modules connected to them through imports, in either direction. A file's
+    project is its connected part of the import graph, the same whichever of its files a run
+    names, so one file alone gets the findings a run over the whole tree gives it."""
     module_files = ModuleFiles(root, files)
     texts: dict[str, tuple[bytes, str]] = {}
     for path in module_files.files:
@@ -141,6 +145,7 @@ def build_project(
             chosen |= targets
         elif targets & amp:
             chosen.add(path)
+    chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
     summaries: dict[str, ModuleSummary] = {}
     todo: list[tuple[str, bytes, bool]] = []
     keys: dict[str, str] = {}
@@ -160,6 +165,23 @@ def build_project(
     return Project(module_files, summaries)
 
 
+def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:
+    """The files reachable from ``starts`` along imports, followed both ways."""
+    neighbours: dict[str, set[str]] = {path: set(targets) for path, targets in imports.items()}
+    for path, targets in imports.items():
+        for target in targets:
+            neighbours.setdefault(target, set()).add(path)
+    seen = set(starts)
+    frontier = list(starts)
+    while frontier:
+        current = frontier.pop()
+        for other in neighbours.get(current, ()):
+            if other not in seen:
+                seen.add(other)
+                frontier.append(other)
+    return seen
+
+
 def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterable[ModuleSummary]:
     if workers <= 1 or len(todo) < _PARALLEL_MIN:
         return [_summarise_one(item) for item in todo]
@@ -171,9 +193,15 @@ def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterable[ModuleSu
         return [_summarise_one(item) for item in todo]
 
 
-def roots_of(paths: Iterable[str]) -> dict[str, list[str]]:
-    """Project root -> the given paths under it."""
+def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Project root -> the given paths under it. A file with no project marker above it
+    belongs to the outermost of ``tops`` (the folders a run was asked to lint) holding it."""
     found: dict[str, list[str]] = {}
+    folders = sorted((os.path.abspath(top) for top in tops), key=len)
     for path in paths:
-        found.setdefault(find_root(path), []).append(path)
+        fallback = next(
+            (top for top in folders if path == top or path.startswith(top.rstrip(os.sep) + os.sep)),
+            None,
+        )
+        found.setdefault(find_root(path, fallback), []).append(path)
     return found
