@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from linter._diagnostic import Diagnostic, FileError
 from linter._discovery import Excluder, discover
@@ -20,6 +20,9 @@ from linter._patterns import PathPattern, relative_to_root
 from linter._rule import Rule
 from linter._selection import SelectorError, check_selectors, enabled_rules, selects
 from linter.config import Settings
+
+if TYPE_CHECKING:
+    from linter.model._project import Project
 
 #: The path that means "read standard input", as in ruff and flake8.
 STDIN = "-"
@@ -89,6 +92,7 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = ...,
     fix: Literal[False] = ...,
     unsafe_fixes: bool = ...,
+    project: bool = ...,
 ) -> list[Diagnostic]: ...
 
 
@@ -103,6 +107,7 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = ...,
     fix: Literal[True],
     unsafe_fixes: bool = ...,
+    project: bool = ...,
 ) -> str: ...
 
 
@@ -116,8 +121,13 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = None,
     fix: bool = False,
     unsafe_fixes: bool = False,
+    project: bool = True,
 ) -> list[Diagnostic] | str:
     """Lint one module's source; ``path`` names it in diagnostics and for per-file-ignores.
+
+    When ``path`` is a file on disk (an editor's buffer), the source is linted against the
+    project around it (``project``, the default): its imports and importers, read from disk and
+    from the summary cache, with ``source`` standing for the file's unsaved text.
 
     Returns the diagnostics; with ``fix=True``, the fixed source text instead (safe fixes, and
     unsafe ones too with ``unsafe_fixes``; `fix_source` also returns what is left). Raises
@@ -127,9 +137,11 @@ def lint_source(
     """
     if fix:
         options = {"select": select, "ignore": ignore, "settings": settings, "rules": rules}
-        return fix_source(source, path, unsafe_fixes=unsafe_fixes, **options).text
+        return fix_source(source, path, unsafe_fixes=unsafe_fixes, project=project, **options).text
     plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
-    report = lint_bytes(path, _encoded(source), plan.rules_for(path))
+    data = _encoded(source)
+    around = _buffer_project(plan, path, data) if project else None
+    report = lint_bytes(path, data, plan.rules_for(path), project=around)
     return list(_checked(report).diagnostics)
 
 
@@ -142,12 +154,15 @@ def fix_source(
     settings: Settings | None = None,
     rules: Sequence[type[Rule]] | None = None,
     unsafe_fixes: bool = False,
+    project: bool = True,
 ) -> FixedSource:
-    """Apply the fixes to one module's source (nothing is written anywhere)."""
+    """Apply the fixes to one module's source (nothing is written anywhere); ``project`` as
+    for `lint_source`."""
     plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
     data = _encoded(source)
     mode = replace(plan.fix_mode(unsafe_fixes), write=False)
-    report = _checked(lint_bytes(path, data, plan.rules_for(path), mode))
+    around = _buffer_project(plan, path, data) if project else None
+    report = _checked(lint_bytes(path, data, plan.rules_for(path), mode, project=around))
     if report.change is None:
         text = source if isinstance(source, str) else report_text(path, data)
     else:
@@ -270,6 +285,38 @@ def lint_paths(
         changes=tuple(report.change for report in reports if report.change is not None),
         notes=tuple(note for report in reports for note in report.notes),
         unsafe_fixes=unsafe_fixes,
+    )
+
+
+def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
+    """The project around a buffer whose file is on disk (None for a string with no file)."""
+    if not os.path.isfile(path):
+        return None
+    from linter._cache import cache_location, code_fingerprint
+    from linter.model._imports import find_root
+    from linter.model._project_build import SummaryStore, build_project
+
+    absolute = os.path.abspath(path)
+    root = find_root(absolute)
+    excluder = Excluder(
+        (*plan.settings.exclude, *plan.settings.extend_exclude),
+        plan.root,
+        (*plan.settings.include, *plan.settings.extend_include),
+    )
+    files = [os.path.abspath(f) for f in discover([root], excluder, force_exclude=True).files]
+    if absolute not in files:
+        files.append(absolute)
+    folder = cache_location(None, plan.settings.cache_dir, plan.settings.root or root)
+    store = SummaryStore(folder, code_fingerprint())
+    rules = plan.rules
+    return build_project(
+        root,
+        files,
+        lambda text: any(rule.wants(text) for rule in rules),
+        store,
+        workers=1,
+        linted=[absolute],
+        buffers={absolute: data},
     )
 
 

@@ -116,16 +116,18 @@ def build_project(
     store: SummaryStore,
     workers: int,
     linted: Sequence[str] = (),
+    buffers: dict[str, bytes] | None = None,
 ) -> Project:
     """The project of ``files`` (absolute paths under ``root``) as the files being ``linted``
     see it: the modules connected to them through imports, in either direction. A file's
     project is its connected part of the import graph, the same whichever of its files a run
-    names, so one file alone gets the findings a run over the whole tree gives it."""
+    names, so one file alone gets the findings a run over the whole tree gives it.
+    ``buffers`` hold the unsaved text of files an editor has open (read instead of the disk)."""
     module_files = ModuleFiles(root, files)
     texts: dict[str, tuple[bytes, str]] = {}
     for path in module_files.files:
         try:
-            data = read_source(path)
+            data = buffers[path] if buffers and path in buffers else read_source(path)
             texts[path] = (data, load_document(path, data).text)
         except SourceError:
             continue
