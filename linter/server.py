@@ -450,7 +450,9 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE_S) -> AmpLintServer:
         if buffer_path(params.text_document.uri).endswith(CONFIG_NAME):
             ls.reload_settings()
         else:
-            # The other buffers' cross-module findings read this file from disk.
+            # The other buffers' findings may read this file from disk; and the settings are
+            # read again, for editors that do not watch pyproject.toml for the server.
+            ls.settings.clear()
             ls.lint_all()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

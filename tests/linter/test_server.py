@@ -363,6 +363,19 @@ async def test_settings_are_those_of_the_nearest_pyproject_and_reload(
     assert [d.code for d in await published(client, path.as_uri())] == ["AMP001"]
 
 
+async def test_saving_a_buffer_reads_the_settings_again(client: LanguageClient, tmp_path: Path):
+    # For editors that do not watch pyproject.toml for the server.
+    config = tmp_path / "pyproject.toml"
+    config.write_text("[tool.amp-lint]\n", encoding="utf-8")
+    path = tmp_path / "train.py"
+    assert [d.code for d in await open_buffer(client, path, GET_SCALE)] == ["AMP001"]
+    config.write_text('[tool.amp-lint]\nignore = ["AMP001"]\n', encoding="utf-8")
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(path.as_uri()))
+    )
+    assert await published(client, path.as_uri()) == []
+
+
 async def test_a_broken_config_is_shown_and_nothing_is_reported(
     client: LanguageClient, tmp_path: Path
 ):
