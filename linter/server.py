@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from linter._buffer_edits import line_edits, noqa_code_at, noqa_edit, split_lines
@@ -383,14 +384,13 @@ def buffer_path(uri: str) -> str:
     return path if path is not None else uri.rsplit("/", 1)[-1] or uri
 
 
-def as_ipynb(cells: Sequence[tuple[types.NotebookCell, object]]) -> str:
+def as_ipynb(cells: Sequence[tuple[types.NotebookCell, TextDocument]]) -> str:
     """A notebook's cells as the ``.ipynb`` JSON the linter reads (code cells in Python only)."""
-    out = []
+    out: list[dict[str, object]] = []
     for cell, document in cells:
-        python = getattr(document, "language_id", "python") in ("python", None)
+        python = document.language_id in ("python", None)
         kind = "code" if cell.kind == types.NotebookCellKind.Code and python else "markdown"
-        source = getattr(document, "source", "")
-        out.append({"cell_type": kind, "metadata": {}, "source": source})
+        out.append({"cell_type": kind, "metadata": {}, "source": document.source})
     return json.dumps(
         {
             "cells": out,

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 from linter import fix_source, lint_source
 from linter.rules import ALL_RULES
@@ -24,8 +26,47 @@ from linter.rules import ALL_RULES
 DEBOUNCE_MS = 20
 #: How long any one wait may take before the test fails (the server answers in well under 1 s).
 TIMEOUT_S = 30
+
+
+class RecordingClient(LanguageClient):
+    """pytest-lsp's client, keeping every diagnostics notification in order, per URI.
+
+    Waiting on ``wait_for_notification`` can miss one: it wakes on the first of several
+    notifications that arrive together. Here each one is kept, and a test takes them in turn.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(converter_factory=default_converter)
+        self.publications: dict[str, list[types.PublishDiagnosticsParams]] = {}
+        self.taken: dict[str, int] = {}
+        self.arrived = asyncio.Event()
+
+    def record(self, params: types.PublishDiagnosticsParams) -> None:
+        self.diagnostics[params.uri] = params.diagnostics
+        self.publications.setdefault(params.uri, []).append(params)
+        self.arrived.set()
+
+    async def next_publication(self, uri: str) -> types.PublishDiagnosticsParams:
+        """The first diagnostics published for ``uri`` that the test has not taken yet."""
+        while len(self.publications.get(uri, ())) <= self.taken.get(uri, 0):
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), TIMEOUT_S)
+        index = self.taken.get(uri, 0)
+        self.taken[uri] = index + 1
+        return self.publications[uri][index]
+
+
+def recording_client() -> RecordingClient:
+    client = RecordingClient()
+    features = {**DEFAULT_CLIENT_FEATURES}
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = lambda ls, params: ls.record(params)
+    register_lsp_features(client, features)
+    return client
+
+
 SERVER = ClientServerConfig(
-    server_command=[sys.executable, "-m", "linter", "server", "--debounce", str(DEBOUNCE_MS)]
+    server_command=[sys.executable, "-m", "linter", "server", "--debounce", str(DEBOUNCE_MS)],
+    client_factory=recording_client,
 )
 
 GET_SCALE = """\
@@ -83,31 +124,26 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @pytest_lsp.fixture(config=SERVER, scope="module")
-async def client(lsp_client: LanguageClient, tmp_path_factory: pytest.TempPathFactory):
+async def client(lsp_client: RecordingClient, tmp_path_factory: pytest.TempPathFactory):
     await start(lsp_client, tmp_path_factory.mktemp("workspace"))
     yield
     await lsp_client.shutdown_session()
 
 
 @pytest_lsp.fixture(config=SERVER, loop_scope="module")
-async def unclosed_client(lsp_client: LanguageClient, tmp_path: Path):
+async def unclosed_client(lsp_client: RecordingClient, tmp_path: Path):
     """A server of its own, which the test itself shuts down."""
     await start(lsp_client, tmp_path)
     yield
 
 
-async def published(client: LanguageClient, uri: str) -> Sequence[types.Diagnostic]:
-    """The next diagnostics published for ``uri`` (others' are passed over)."""
-    while True:
-        params = await asyncio.wait_for(
-            client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), TIMEOUT_S
-        )
-        if params.uri == uri:
-            return list(params.diagnostics)
+async def published(client: RecordingClient, uri: str) -> list[types.Diagnostic]:
+    """The next diagnostics published for ``uri``."""
+    return list((await client.next_publication(uri)).diagnostics)
 
 
 async def open_buffer(
-    client: LanguageClient, path: Path, text: str, *, write: bool = True
+    client: RecordingClient, path: Path, text: str, *, write: bool = True
 ) -> Sequence[types.Diagnostic]:
     """Open ``text`` as the buffer of ``path`` (also written to disk unless ``write`` is
     false) and return what the server publishes for it."""
@@ -140,7 +176,7 @@ def apply(text: str, edits: Sequence[types.TextEdit]) -> str:
 
 
 async def actions_at(
-    client: LanguageClient, uri: str, diagnostic: types.Diagnostic, only: list[str] | None = None
+    client: RecordingClient, uri: str, diagnostic: types.Diagnostic, only: list[str] | None = None
 ) -> list[types.CodeAction]:
     result = await asyncio.wait_for(
         client.text_document_code_action_async(
@@ -161,7 +197,7 @@ def edits_of(action: types.CodeAction, uri: str) -> Sequence[types.TextEdit]:
     return action.edit.changes[uri]
 
 
-async def test_open_publishes_amp001_at_the_call(client: LanguageClient, tmp_path: Path):
+async def test_open_publishes_amp001_at_the_call(client: RecordingClient, tmp_path: Path):
     diagnostics = await open_buffer(client, tmp_path / "train.py", GET_SCALE)
     assert [(d.code, d.source, span(d)) for d in diagnostics] == [
         ("AMP001", "amp-lint", (7, 10, 7, 28))
@@ -169,7 +205,7 @@ async def test_open_publishes_amp001_at_the_call(client: LanguageClient, tmp_pat
     assert "get_scale()" in diagnostics[0].message
 
 
-async def test_the_buffer_is_linted_not_the_file(client: LanguageClient, tmp_path: Path):
+async def test_the_buffer_is_linted_not_the_file(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     path.write_text("x = 1\n", encoding="utf-8")
     diagnostics = await open_buffer(client, path, GET_SCALE, write=False)
@@ -177,7 +213,7 @@ async def test_the_buffer_is_linted_not_the_file(client: LanguageClient, tmp_pat
 
 
 async def test_a_change_that_removes_the_bug_clears_the_diagnostic(
-    client: LanguageClient, tmp_path: Path
+    client: RecordingClient, tmp_path: Path
 ):
     path = tmp_path / "train.py"
     assert len(await open_buffer(client, path, GET_SCALE)) == 1
@@ -203,7 +239,7 @@ async def test_a_change_that_removes_the_bug_clears_the_diagnostic(
     assert [d.code for d in await published(client, path.as_uri())] == ["AMP001"]
 
 
-async def test_changes_in_a_burst_are_linted_once(client: LanguageClient, tmp_path: Path):
+async def test_changes_in_a_burst_are_linted_once(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     await open_buffer(client, path, "x = 1\n")
     for version, text in enumerate(("y = 2\n", "z = 3\n", GET_SCALE), start=2):
@@ -215,14 +251,12 @@ async def test_changes_in_a_burst_are_linted_once(client: LanguageClient, tmp_pa
                 content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
             )
         )
-    params = await asyncio.wait_for(
-        client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), TIMEOUT_S
-    )
+    params = await client.next_publication(path.as_uri())
     # The first lint after the burst is of its last version.
     assert (params.version, [d.code for d in params.diagnostics]) == (4, ["AMP001"])
 
 
-async def test_a_safe_fix_changes_the_buffer_as_fix_would(client: LanguageClient, tmp_path: Path):
+async def test_a_safe_fix_changes_the_buffer_as_fix_would(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     (diagnostic,) = await open_buffer(client, path, DEPRECATED)
     assert diagnostic.code == "AMP004"
@@ -236,7 +270,7 @@ async def test_a_safe_fix_changes_the_buffer_as_fix_would(client: LanguageClient
     assert fixed != DEPRECATED
 
 
-async def test_fix_all_safe_is_a_source_fix_all_action(client: LanguageClient, tmp_path: Path):
+async def test_fix_all_safe_is_a_source_fix_all_action(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     text = DEPRECATED + GET_SCALE
     diagnostics = await open_buffer(client, path, text)
@@ -251,7 +285,18 @@ async def test_fix_all_safe_is_a_source_fix_all_action(client: LanguageClient, t
     assert [d.code for d in lint_source(fixed, str(path))] == ["AMP001"]
 
 
-async def test_an_unsafe_fix_is_labelled_and_not_preferred(client: LanguageClient, tmp_path: Path):
+async def test_unfixable_codes_offer_no_fix(client: RecordingClient, tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.amp-lint]\nunfixable = ["AMP004"]\n', encoding="utf-8"
+    )
+    path = tmp_path / "train.py"
+    (diagnostic,) = await open_buffer(client, path, DEPRECATED)
+    titles = [a.title for a in await actions_at(client, path.as_uri(), diagnostic)]
+    # Only the noqa action: neither the fix nor "fix all".
+    assert titles == ["Disable AMP004 for this line"]
+
+
+async def test_an_unsafe_fix_is_labelled_and_not_preferred(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     (diagnostic,) = await open_buffer(client, path, AMPSCALE_GET_SCALE)
     actions = await actions_at(client, path.as_uri(), diagnostic)
@@ -264,7 +309,7 @@ async def test_an_unsafe_fix_is_labelled_and_not_preferred(client: LanguageClien
     assert await actions_at(client, path.as_uri(), diagnostic, only=["source.fixAll"]) == []
 
 
-async def test_the_noqa_action_adds_a_noqa_comment(client: LanguageClient, tmp_path: Path):
+async def test_the_noqa_action_adds_a_noqa_comment(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     (diagnostic,) = await open_buffer(client, path, GET_SCALE)
     actions = await actions_at(client, path.as_uri(), diagnostic)
@@ -274,7 +319,7 @@ async def test_the_noqa_action_adds_a_noqa_comment(client: LanguageClient, tmp_p
     assert lint_source(suppressed, str(path)) == []
 
 
-async def test_the_noqa_action_extends_an_existing_noqa(client: LanguageClient, tmp_path: Path):
+async def test_the_noqa_action_extends_an_existing_noqa(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     text = GET_SCALE.replace("get_scale())", "get_scale())  # noqa: F841 -- unused", 1)
     (diagnostic,) = await open_buffer(client, path, text)
@@ -287,7 +332,7 @@ async def test_the_noqa_action_extends_an_existing_noqa(client: LanguageClient, 
     assert lint_source(suppressed, str(path)) == []
 
 
-async def hover_at(client: LanguageClient, uri: str, line: int, character: int) -> str | None:
+async def hover_at(client: RecordingClient, uri: str, line: int, character: int) -> str | None:
     result = await asyncio.wait_for(
         client.text_document_hover_async(
             types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, character))
@@ -300,7 +345,7 @@ async def hover_at(client: LanguageClient, uri: str, line: int, character: int) 
     return result.contents.value
 
 
-async def test_hover_on_a_diagnostic_shows_the_rule(client: LanguageClient, tmp_path: Path):
+async def test_hover_on_a_diagnostic_shows_the_rule(client: RecordingClient, tmp_path: Path):
     (rule,) = [rule for rule in ALL_RULES if rule.code == "AMP001"]
     path = tmp_path / "train.py"
     await open_buffer(client, path, GET_SCALE)
@@ -312,7 +357,7 @@ async def test_hover_on_a_diagnostic_shows_the_rule(client: LanguageClient, tmp_
     assert await hover_at(client, path.as_uri(), 2, 0) is None
 
 
-async def test_hover_on_a_code_in_a_noqa_comment(client: LanguageClient, tmp_path: Path):
+async def test_hover_on_a_code_in_a_noqa_comment(client: RecordingClient, tmp_path: Path):
     (rule,) = [rule for rule in ALL_RULES if rule.code == "AMP004"]
     path = tmp_path / "train.py"
     text = GET_SCALE.replace("get_scale())", "get_scale())  # noqa: AMP001, AMP004, F841", 1)
@@ -328,7 +373,7 @@ async def test_hover_on_a_code_in_a_noqa_comment(client: LanguageClient, tmp_pat
 
 
 async def test_a_broken_buffer_gets_no_diagnostics_and_a_log_line(
-    client: LanguageClient, tmp_path: Path
+    client: RecordingClient, tmp_path: Path
 ):
     broken = tmp_path / "broken.py"
     assert await open_buffer(client, broken, "scaler.get_scale(\nfor\n") == []
@@ -339,7 +384,7 @@ async def test_a_broken_buffer_gets_no_diagnostics_and_a_log_line(
 
 
 async def test_settings_are_those_of_the_nearest_pyproject_and_reload(
-    client: LanguageClient, tmp_path: Path
+    client: RecordingClient, tmp_path: Path
 ):
     config = tmp_path / "pyproject.toml"
     config.write_text('[tool.amp-lint]\nignore = ["AMP001"]\n', encoding="utf-8")
@@ -363,7 +408,7 @@ async def test_settings_are_those_of_the_nearest_pyproject_and_reload(
     assert [d.code for d in await published(client, path.as_uri())] == ["AMP001"]
 
 
-async def test_saving_a_buffer_reads_the_settings_again(client: LanguageClient, tmp_path: Path):
+async def test_saving_a_buffer_reads_the_settings_again(client: RecordingClient, tmp_path: Path):
     # For editors that do not watch pyproject.toml for the server.
     config = tmp_path / "pyproject.toml"
     config.write_text("[tool.amp-lint]\n", encoding="utf-8")
@@ -377,7 +422,7 @@ async def test_saving_a_buffer_reads_the_settings_again(client: LanguageClient, 
 
 
 async def test_a_broken_config_is_shown_and_nothing_is_reported(
-    client: LanguageClient, tmp_path: Path
+    client: RecordingClient, tmp_path: Path
 ):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.amp-lint]\nselect = ["AMP9"]\n', encoding="utf-8"
@@ -386,7 +431,7 @@ async def test_a_broken_config_is_shown_and_nothing_is_reported(
     assert any("pyproject.toml" in m.message for m in client.messages)
 
 
-async def test_related_locations_are_related_information(client: LanguageClient, tmp_path: Path):
+async def test_related_locations_are_related_information(client: RecordingClient, tmp_path: Path):
     path = tmp_path / "train.py"
     expected = [d for d in lint_source(DEPRECATED, str(path)) if d.related]
     assert expected, "AMP004 names the uses of the deprecated import"
@@ -400,7 +445,7 @@ async def test_related_locations_are_related_information(client: LanguageClient,
 
 
 async def test_a_notebook_document_is_linted_across_its_cells(
-    client: LanguageClient, tmp_path: Path
+    client: RecordingClient, tmp_path: Path
 ):
     notebook = tmp_path / "train.ipynb"
     cells = [
@@ -440,8 +485,11 @@ async def test_a_notebook_document_is_linted_across_its_cells(
     "importers on disk; remove this marker when it lands",
 )
 async def test_a_step_function_opened_alone_gets_its_cross_module_amp001(
-    client: LanguageClient, tmp_path: Path
+    client: RecordingClient, tmp_path: Path
 ):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "trainer"\n\n[tool.amp-lint]\n', encoding="utf-8"
+    )
     (tmp_path / "train.py").write_text(
         """\
 import torch
@@ -465,7 +513,7 @@ def train_step(model, batch, optimizer, scaler):
     assert [(d.code, d.range.start.line) for d in diagnostics] == [("AMP001", 4)]
 
 
-async def test_shutdown_then_exit_ends_the_server_with_status_0(unclosed_client: LanguageClient):
+async def test_shutdown_then_exit_ends_the_server_with_status_0(unclosed_client: RecordingClient):
     await asyncio.wait_for(unclosed_client.shutdown_session(), TIMEOUT_S)
     server = unclosed_client._server
     assert server is not None
