@@ -22,8 +22,9 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from linter import fix_source, lint_source
 from linter.rules import ALL_RULES
 
-#: The debounce the server runs with here: short, so a change is linted quickly.
-DEBOUNCE_MS = 20
+#: The debounce the server runs with here: short, so a change is linted quickly, and long enough
+#: that a burst of changes sent at once reaches the server within it on a busy machine.
+DEBOUNCE_MS = 100
 #: How long any one wait may take before the test fails (the server answers in well under 1 s).
 TIMEOUT_S = 30
 
@@ -203,6 +204,25 @@ async def test_open_publishes_amp001_at_the_call(client: RecordingClient, tmp_pa
         ("AMP001", "amp-lint", (7, 10, 7, 28))
     ]
     assert "get_scale()" in diagnostics[0].message
+
+
+async def test_ranges_are_in_the_clients_utf16_units(client: RecordingClient, tmp_path: Path):
+    # One character outside the BMP before the call: two UTF-16 units, one code point.
+    text = GET_SCALE.replace("print(scaler", 'print("😀", scaler')
+    (diagnostic,) = await open_buffer(client, tmp_path / "train.py", text)
+    line = text.splitlines()[7]
+    start = len(line[: line.index("scaler.get")].encode("utf-16-le")) // 2
+    assert span(diagnostic) == (7, start, 7, start + len("scaler.get_scale()"))
+    assert start == line.index("scaler.get") + 1
+
+
+async def test_closing_a_buffer_clears_its_diagnostics(client: RecordingClient, tmp_path: Path):
+    path = tmp_path / "train.py"
+    assert len(await open_buffer(client, path, GET_SCALE)) == 1
+    client.text_document_did_close(
+        types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(path.as_uri()))
+    )
+    assert await published(client, path.as_uri()) == []
 
 
 async def test_the_buffer_is_linted_not_the_file(client: RecordingClient, tmp_path: Path):
