@@ -89,7 +89,7 @@ class AmpLintServer(LanguageServer):
         self.settings: dict[str, tuple[Settings, frozenset[str]] | str] = {}
         #: Text document or cell URI to what was published for it.
         self.published: dict[str, Published] = {}
-        #: Notebook URI to the cell URIs that have diagnostics published.
+        #: Notebook URI to the URIs of its cells, as last published.
         self.notebook_cells: dict[str, tuple[str, ...]] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
 
@@ -153,7 +153,7 @@ class AmpLintServer(LanguageServer):
 
     def lint_uri(self, uri: str) -> None:
         """Lint a text document or a notebook (given its URI or one of its cells')."""
-        self.pending.pop(uri, None)
+        self.cancel(uri)
         notebook = self.workspace.get_notebook_document(notebook_uri=uri)
         if notebook is None:
             notebook = self.workspace.get_notebook_document(cell_uri=uri)
@@ -184,7 +184,10 @@ class AmpLintServer(LanguageServer):
         settings, fixable = self.settings_for(path) or (None, frozenset[str]())
         found = [] if settings is None else self.lint(as_ipynb(cells), path, settings)
         numbered = {number: cell.document for number, (cell, _) in enumerate(cells, start=1)}
-        by_cell: dict[str, list[tuple[Diagnostic, types.Diagnostic]]] = {}
+        # Every cell gets its diagnostics, none included, so a fixed cell is cleared.
+        by_cell: dict[str, list[tuple[Diagnostic, types.Diagnostic]]] = {
+            cell.document: [] for cell, _ in cells
+        }
         for diagnostic in found:
             cell_uri = numbered[diagnostic.cell]
             lines = split_lines(texts[cell_uri])
@@ -268,11 +271,13 @@ class AmpLintServer(LanguageServer):
 
     def current(self, uri: str) -> Published | None:
         """What was published for ``uri``, linted again first if the buffer changed since."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        linted = notebook.uri if notebook is not None else uri
         published = self.published.get(uri)
         if uri in self.workspace.text_documents:
             version = self.workspace.get_text_document(uri).version
-            if published is None or published.version != version or uri in self.pending:
-                self.lint_uri(uri)
+            if published is None or published.version != version or linted in self.pending:
+                self.lint_uri(linted)
                 published = self.published.get(uri)
         return published
 

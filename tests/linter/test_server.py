@@ -497,6 +497,27 @@ async def test_a_notebook_document_is_linted_across_its_cells(
     actions = await actions_at(client, uris[2], diagnostics[0])
     (noqa,) = [a for a in actions if a.title == "Disable AMP001 for this line"]
     assert next(iter(edits_of(noqa, uris[2]))).range.start.line == line
+    # The other cells are published too (with nothing), and a change to a cell lints again.
+    assert await published(client, uris[0]) == []
+    fixed_cell = cells[2][0].replace("print(scaler.get_scale())", "pass")
+    client.notebook_document_did_change(
+        types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(
+                version=2, uri=notebook.as_uri()
+            ),
+            change=types.NotebookDocumentChangeEvent(
+                cells=types.NotebookDocumentCellChanges(
+                    text_content=[
+                        types.NotebookDocumentCellContentChanges(
+                            document=types.VersionedTextDocumentIdentifier(uri=uris[2], version=2),
+                            changes=[types.TextDocumentContentChangeWholeDocument(text=fixed_cell)],
+                        )
+                    ]
+                )
+            ),
+        )
+    )
+    assert await published(client, uris[2]) == []
 
 
 @pytest.mark.xfail(
