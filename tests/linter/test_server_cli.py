@@ -4,6 +4,7 @@ the ``server`` extra is not installed."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,15 @@ def test_the_debounce_is_whole_milliseconds(capsys: pytest.CaptureFixture[str]):
     assert "--debounce: must be at least 0, got -5" in capsys.readouterr().err
 
 
-def test_server_is_the_subcommand_only_in_first_place(capsys: pytest.CaptureFixture[str]):
-    # "server" later on is a path like any other.
-    assert main(["--no-cache", "--select", "AMP001", "--", "server"]) == 2
-    assert "server" in capsys.readouterr().err
+def test_a_folder_named_server_is_linted_as_documented(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # "server" in first place starts the server; elsewhere, or spelt ./server, it is a path.
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "train.py").write_text(
+        "for batch in loader:\n    print(scaler.get_scale())\n", encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["./server", "--no-cache"]) == 1
+    assert main(["--no-cache", "server"]) == 1
+    assert capsys.readouterr().out.count("AMP001") == 2
