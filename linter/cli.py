@@ -183,7 +183,8 @@ def build_server_parser() -> argparse.ArgumentParser:
         prog=f"amp-lint {SERVER_COMMAND}",
         description="Run amp-lint as a language server over standard input and output, for "
         "editors: findings as you type, quick fixes, 'disable for this line', hover.",
-        epilog="It needs the server extra: pip install 'ampscale[server]'. Settings come from "
+        epilog="It needs the server extra (in a clone of ampscale: pip install '.[server]'). "
+        "Settings come from "
         "each file's nearest pyproject.toml with a [tool.amp-lint] table, reloaded when a "
         "pyproject.toml changes.",
     )
@@ -218,8 +219,8 @@ def _server(argv: Sequence[str]) -> int:
         if missing not in ("pygls", "lsprotocol"):
             raise
         return _usage_error(
-            "amp-lint server needs the server extra: pip install 'ampscale[server]' "
-            f"({missing} is not installed)"
+            f"amp-lint server needs the server extra, ampscale[server] ({missing} is not "
+            "installed); in a clone of ampscale: pip install '.[server]'"
         )
     return serve(debounce=args.debounce / 1000)
 

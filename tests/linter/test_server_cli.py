@@ -21,6 +21,7 @@ def test_without_pygls_the_command_names_the_extra(
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1
     assert "ampscale[server]" in error
+    assert "pip install '.[server]'" in error
     assert "pygls is not installed" in error
 
 
