@@ -14,6 +14,7 @@ It needs the ``server`` extra (pygls and lsprotocol); `linter.cli` says so when 
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import os
 import traceback
@@ -92,6 +93,8 @@ class AmpLintServer(LanguageServer):
         #: Notebook URI to the URIs of its cells, as last published.
         self.notebook_cells: dict[str, tuple[str, ...]] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        #: URI to what "fix all" made of what was last published for it.
+        self.fixed: dict[str, tuple[Published, str]] = {}
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -320,8 +323,7 @@ class AmpLintServer(LanguageServer):
             actions.append(fix_all)
         only = params.context.only
         if only:
-            kinds = [str(kind) for kind in only]
-            actions = [a for a in actions if any(_kind_in(str(a.kind), k) for k in kinds)]
+            actions = [a for a in actions if any(_kind_in(a.kind or "", k) for k in only)]
         return actions
 
     def fix_all(self, uri: str, published: Published) -> types.CodeAction | None:
@@ -333,14 +335,18 @@ class AmpLintServer(LanguageServer):
             for d, _ in published.findings
         ):
             return None
-        try:
-            fixed = fix_source(published.text, published.path, settings=published.settings)
-        except LintError as error:
-            self.say(f"amp-lint: cannot fix: {error}", types.MessageType.Log)
+        # Editors ask for code actions at every cursor move: fix each published text once.
+        if self.fixed.get(uri, (None, ""))[0] is not published:
+            try:
+                text = fix_source(published.text, published.path, settings=published.settings).text
+            except LintError as error:
+                self.say(f"amp-lint: cannot fix: {error}", types.MessageType.Log)
+                text = published.text
+            self.fixed[uri] = (published, text)
+        fixed = self.fixed[uri][1]
+        if fixed == published.text:
             return None
-        if fixed.text == published.text:
-            return None
-        edits = line_edits(published.text, fixed.text)
+        edits = line_edits(published.text, fixed)
         return types.CodeAction(
             title="amp-lint: fix all safe fixes",
             kind=FIX_ALL_KIND,
@@ -419,8 +425,17 @@ def _contains(span: types.Range, position: types.Position) -> bool:
 
 
 def _kind_in(kind: str, wanted: str) -> bool:
-    """Whether ``kind`` is ``wanted`` or one of its sub-kinds (``source.fixAll.amp-lint``)."""
+    """Whether ``kind`` is ``wanted`` or one of its sub-kinds (``source.fixAll.amp-lint``).
+
+    Kinds may be lsprotocol's `CodeActionKind`, a `str` enum: compared as strings, never
+    through ``str()``, which gives the member's name.
+    """
+    kind, wanted = _value(kind), _value(wanted)
     return kind == wanted or kind.startswith(f"{wanted}.")
+
+
+def _value(kind: str) -> str:
+    return kind.value if isinstance(kind, enum.Enum) else kind
 
 
 def build_server(debounce: float = DEFAULT_DEBOUNCE_S) -> AmpLintServer:
@@ -464,6 +479,7 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE_S) -> AmpLintServer:
     def did_close(ls: AmpLintServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.cancel(uri)
+        ls.fixed.pop(uri, None)
         if ls.published.pop(uri, None) is not None:
             ls.publish(uri, None, ())
 

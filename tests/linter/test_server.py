@@ -288,6 +288,11 @@ async def test_a_safe_fix_changes_the_buffer_as_fix_would(client: RecordingClien
     fixed = apply(DEPRECATED, edits_of(fix, path.as_uri()))
     assert fixed == fix_source(DEPRECATED, str(path)).text
     assert fixed != DEPRECATED
+    # Asked for quick fixes only: the fix and the noqa action, not "fix all".
+    quick = await actions_at(client, path.as_uri(), diagnostic, only=["quickfix"])
+    assert [a.title for a in quick] == [fix.title, "Disable AMP004 for this line"]
+    everything = await actions_at(client, path.as_uri(), diagnostic)
+    assert [a.kind for a in everything][-1] == "source.fixAll.amp-lint"
 
 
 async def test_fix_all_safe_is_a_source_fix_all_action(client: RecordingClient, tmp_path: Path):
