@@ -14,12 +14,13 @@ It needs the ``server`` extra (pygls and lsprotocol); `linter.cli` says so when 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
 import json
 import os
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -52,6 +53,18 @@ RULES = {rule.code: rule for rule in ALL_RULES}
 
 
 @dataclass(frozen=True, slots=True)
+class Shown:
+    """One finding as published, and its fix as edits of the documents it changes."""
+
+    #: The finding (in a notebook: positioned in its cell).
+    diagnostic: Diagnostic
+    #: What was published for it.
+    lsp: types.Diagnostic
+    #: (document URI, edits) pairs of its fix; a notebook's fix may change several cells.
+    fix_edits: tuple[tuple[str, tuple[Edit, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Published:
     """What was published for one text document or notebook cell, for code actions and hover."""
 
@@ -60,7 +73,7 @@ class Published:
     #: Its version when it was linted (``None``: not known).
     version: int | None
     #: Each finding, with what was published for it.
-    findings: tuple[tuple[Diagnostic, types.Diagnostic], ...]
+    findings: tuple[Shown, ...]
     #: Codes whose fixes may be offered (``fixable`` less ``unfixable``).
     fixable: frozenset[str]
     #: The path linted and its settings, for "fix all" (``None``: a notebook cell).
@@ -174,7 +187,10 @@ class AmpLintServer(LanguageServer):
         settings, fixable = self.settings_for(path) or (None, frozenset[str]())
         found = [] if settings is None else self.lint(text, path, settings)
         lines = split_lines(text)
-        findings = tuple((d, self.to_lsp(d, uri, lines, {})) for d in found)
+        findings = tuple(
+            Shown(d, self.to_lsp(d, uri, lines, {}), ((uri, d.fix.edits),) if d.fix else ())
+            for d in found
+        )
         self.published[uri] = Published(text, document.version, findings, fixable, path, settings)
         self.publish(uri, document.version, findings)
 
@@ -187,15 +203,15 @@ class AmpLintServer(LanguageServer):
         settings, fixable = self.settings_for(path) or (None, frozenset[str]())
         found = [] if settings is None else self.lint(as_ipynb(cells), path, settings)
         numbered = {number: cell.document for number, (cell, _) in enumerate(cells, start=1)}
+        layout = CellLayout.of(cells)
         # Every cell gets its diagnostics, none included, so a fixed cell is cleared.
-        by_cell: dict[str, list[tuple[Diagnostic, types.Diagnostic]]] = {
-            cell.document: [] for cell, _ in cells
-        }
+        by_cell: dict[str, list[Shown]] = {cell.document: [] for cell, _ in cells}
         for diagnostic in found:
             cell_uri = numbered[diagnostic.cell]
             lines = split_lines(texts[cell_uri])
             lsp = self.to_lsp(diagnostic, cell_uri, lines, numbered)
-            by_cell.setdefault(cell_uri, []).append((diagnostic, lsp))
+            edits = layout.split(cell_uri, diagnostic.fix.edits) if diagnostic.fix else ()
+            by_cell[cell_uri].append(Shown(diagnostic, lsp, edits))
         stale = set(self.notebook_cells.get(notebook.uri, ())) - set(by_cell)
         for cell_uri in stale:
             self.published.pop(cell_uri, None)
@@ -217,12 +233,10 @@ class AmpLintServer(LanguageServer):
             self.say(f"amp-lint: failed on {path}: {reason}", types.MessageType.Error)
         return []
 
-    def publish(
-        self, uri: str, version: int | None, findings: Iterable[tuple[Diagnostic, types.Diagnostic]]
-    ) -> None:
+    def publish(self, uri: str, version: int | None, findings: Iterable[Shown]) -> None:
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
-                uri=uri, version=version, diagnostics=[lsp for _, lsp in findings]
+                uri=uri, version=version, diagnostics=[shown.lsp for shown in findings]
             )
         )
 
@@ -292,11 +306,12 @@ class AmpLintServer(LanguageServer):
         if published is None:
             return []
         actions: list[types.CodeAction] = []
-        for diagnostic, lsp in published.findings:
+        for shown in published.findings:
+            diagnostic, lsp = shown.diagnostic, shown.lsp
             if not _overlaps(lsp.range, params.range):
                 continue
             fix = diagnostic.fix
-            if fix is not None and diagnostic.code in published.fixable:
+            if fix is not None and shown.fix_edits and diagnostic.code in published.fixable:
                 safe = fix.applicability == SAFE
                 label = "" if safe else " (unsafe fix: it changes behaviour, review it)"
                 actions.append(
@@ -305,7 +320,7 @@ class AmpLintServer(LanguageServer):
                         kind=types.CodeActionKind.QuickFix,
                         diagnostics=[lsp],
                         is_preferred=safe,
-                        edit=self.workspace_edit(uri, published.text, fix.edits),
+                        edit=self.workspace_edit(shown.fix_edits),
                     )
                 )
             noqa = noqa_edit(published.text, diagnostic.line, diagnostic.code)
@@ -315,7 +330,7 @@ class AmpLintServer(LanguageServer):
                         title=f"Disable {diagnostic.code} for this line",
                         kind=types.CodeActionKind.QuickFix,
                         diagnostics=[lsp],
-                        edit=self.workspace_edit(uri, published.text, [noqa]),
+                        edit=self.workspace_edit(((uri, (noqa,)),), published.text),
                     )
                 )
         fix_all = self.fix_all(uri, published)
@@ -332,7 +347,7 @@ class AmpLintServer(LanguageServer):
             return None
         if not any(
             d.fix is not None and d.fix.applicability == SAFE and d.code in published.fixable
-            for d, _ in published.findings
+            for d in (shown.diagnostic for shown in published.findings)
         ):
             return None
         # Editors ask for code actions at every cursor move: fix each published text once.
@@ -350,11 +365,22 @@ class AmpLintServer(LanguageServer):
         return types.CodeAction(
             title="amp-lint: fix all safe fixes",
             kind=FIX_ALL_KIND,
-            edit=self.workspace_edit(uri, published.text, edits),
+            edit=self.workspace_edit(((uri, tuple(edits)),), published.text),
         )
 
-    def workspace_edit(self, uri: str, text: str, edits: Iterable[Edit]) -> types.WorkspaceEdit:
-        return types.WorkspaceEdit(changes={uri: self.to_text_edits(text, edits)})
+    def workspace_edit(
+        self, edits: Iterable[tuple[str, Sequence[Edit]]], text: str | None = None
+    ) -> types.WorkspaceEdit:
+        """Edits of one or more documents; ``text``: the one document's, else the workspace's."""
+        return types.WorkspaceEdit(
+            changes={
+                uri: self.to_text_edits(
+                    text if text is not None else self.workspace.get_text_document(uri).source,
+                    changes,
+                )
+                for uri, changes in edits
+            }
+        )
 
     def hover(self, params: types.HoverParams) -> types.Hover | None:
         uri = params.text_document.uri
@@ -370,9 +396,9 @@ class AmpLintServer(LanguageServer):
         line, column = here.line + 1, here.character + 1
         code = noqa_code_at(text, line, column)
         codes = [code] if code is not None else []
-        for diagnostic, lsp in published.findings if published is not None else ():
-            if _contains(lsp.range, params.position) and diagnostic.code not in codes:
-                codes.append(diagnostic.code)
+        for shown in published.findings if published is not None else ():
+            if _contains(shown.lsp.range, params.position) and shown.diagnostic.code not in codes:
+                codes.append(shown.diagnostic.code)
         known = [RULES[code] for code in codes if code in RULES]
         if not known:
             return None
@@ -389,6 +415,45 @@ class AmpLintServer(LanguageServer):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class CellLayout:
+    """Where each code cell starts in the module a notebook's code cells make.
+
+    A finding's fix comes positioned from the start of the finding's cell; an edit past that
+    cell's end (or before its start) belongs to another cell, found here.
+    """
+
+    #: (first line in the module, cell URI), in order; markdown cells take no lines.
+    starts: tuple[tuple[int, str], ...]
+
+    @classmethod
+    def of(cls, cells: Sequence[tuple[types.NotebookCell, TextDocument]]) -> CellLayout:
+        starts, line = [], 1
+        for cell, document in cells:
+            if _is_python_code(cell, document):
+                starts.append((line, cell.document))
+                line += len(split_lines(document.source))
+        return cls(tuple(starts))
+
+    def split(
+        self, cell_uri: str, edits: Sequence[Edit]
+    ) -> tuple[tuple[str, tuple[Edit, ...]], ...]:
+        """``edits`` (counted from ``cell_uri``'s first line) as edits of each cell they touch."""
+        shift = {uri: first for first, uri in self.starts}[cell_uri] - 1
+        firsts = [first for first, _ in self.starts]
+        by_cell: dict[str, list[Edit]] = {}
+        for edit in edits:
+            index = bisect.bisect_right(firsts, edit.line + shift) - 1
+            first, uri = self.starts[index]
+            local = edit.line + shift - first + 1, edit.end_line + shift - first + 1
+            by_cell.setdefault(uri, []).append(replace(edit, line=local[0], end_line=local[1]))
+        return tuple((uri, tuple(cell_edits)) for uri, cell_edits in by_cell.items())
+
+
+def _is_python_code(cell: types.NotebookCell, document: TextDocument) -> bool:
+    return cell.kind == types.NotebookCellKind.Code and document.language_id in ("python", None)
+
+
 def buffer_path(uri: str) -> str:
     """The file a buffer's URI names (an unsaved buffer: its URI's last part, in no folder)."""
     path = to_fs_path(uri)
@@ -399,8 +464,7 @@ def as_ipynb(cells: Sequence[tuple[types.NotebookCell, TextDocument]]) -> str:
     """A notebook's cells as the ``.ipynb`` JSON the linter reads (code cells in Python only)."""
     out: list[dict[str, object]] = []
     for cell, document in cells:
-        python = document.language_id in ("python", None)
-        kind = "code" if cell.kind == types.NotebookCellKind.Code and python else "markdown"
+        kind = "code" if _is_python_code(cell, document) else "markdown"
         out.append({"cell_type": kind, "metadata": {}, "source": document.source})
     return json.dumps(
         {

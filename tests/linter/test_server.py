@@ -8,6 +8,7 @@ are as quick as the server and do not depend on the machine's speed.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -523,6 +524,53 @@ async def test_a_notebook_document_is_linted_across_its_cells(
         )
     )
     assert await published(client, uris[2]) == []
+
+
+async def test_a_notebook_fix_edits_each_cell_it_touches(client: RecordingClient, tmp_path: Path):
+    notebook = tmp_path / "deprecated.ipynb"
+    cells = [
+        ("from torch.cuda.amp import GradScaler\n", types.NotebookCellKind.Code),
+        ("Make the scaler:", types.NotebookCellKind.Markup),
+        ("x = 1\nscaler = GradScaler()", types.NotebookCellKind.Code),
+    ]
+    uris = [f"vscode-notebook-cell:{notebook.as_posix()}#cell{i}" for i in range(len(cells))]
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook.as_uri(),
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[
+                    types.NotebookCell(kind, uri)
+                    for (_, kind), uri in zip(cells, uris, strict=True)
+                ],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri, "python" if kind == 2 else "markdown", 1, text)
+                for (text, kind), uri in zip(cells, uris, strict=True)
+            ],
+        )
+    )
+    (diagnostic,) = await published(client, uris[0])
+    actions = await actions_at(client, uris[0], diagnostic)
+    (fix,) = [a for a in actions if a.title.startswith("AMP004:")]
+    assert fix.edit is not None
+    assert fix.edit.changes is not None
+    changes = fix.edit.changes
+    fixed = [apply(text, changes.get(uri, [])) for (text, _), uri in zip(cells, uris, strict=True)]
+    # What --fix writes into the notebook's cells.
+    document = {
+        "cells": [
+            {"cell_type": "code" if kind == 2 else "markdown", "metadata": {}, "source": text}
+            for text, kind in cells
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    expected = json.loads(fix_source(json.dumps(document), str(notebook)).text)["cells"]
+    assert fixed == ["".join(cell["source"]) for cell in expected]
+    assert fixed[2] == 'x = 1\nscaler = GradScaler("cuda")'
 
 
 @pytest.mark.xfail(
