@@ -14,23 +14,21 @@ It needs the ``server`` extra (pygls and lsprotocol); `linter.cli` says so when 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import enum
-import json
 import os
 import traceback
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
-from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from linter._buffer_edits import line_edits, noqa_code_at, noqa_edit, split_lines
 from linter._diagnostic import Diagnostic
 from linter._fix import SAFE, Edit
+from linter._lsp_notebook import CellLayout, as_ipynb
 from linter._notebook import NOTEBOOK_SUFFIX
 from linter._selection import SelectorError
 from linter._version import __version__
@@ -415,65 +413,10 @@ class AmpLintServer(LanguageServer):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CellLayout:
-    """Where each code cell starts in the module a notebook's code cells make.
-
-    A finding's fix comes positioned from the start of the finding's cell; an edit past that
-    cell's end (or before its start) belongs to another cell, found here.
-    """
-
-    #: (first line in the module, cell URI), in order; markdown cells take no lines.
-    starts: tuple[tuple[int, str], ...]
-
-    @classmethod
-    def of(cls, cells: Sequence[tuple[types.NotebookCell, TextDocument]]) -> CellLayout:
-        starts, line = [], 1
-        for cell, document in cells:
-            if _is_python_code(cell, document):
-                starts.append((line, cell.document))
-                line += len(split_lines(document.source))
-        return cls(tuple(starts))
-
-    def split(
-        self, cell_uri: str, edits: Sequence[Edit]
-    ) -> tuple[tuple[str, tuple[Edit, ...]], ...]:
-        """``edits`` (counted from ``cell_uri``'s first line) as edits of each cell they touch."""
-        shift = {uri: first for first, uri in self.starts}[cell_uri] - 1
-        firsts = [first for first, _ in self.starts]
-        by_cell: dict[str, list[Edit]] = {}
-        for edit in edits:
-            index = bisect.bisect_right(firsts, edit.line + shift) - 1
-            first, uri = self.starts[index]
-            local = edit.line + shift - first + 1, edit.end_line + shift - first + 1
-            by_cell.setdefault(uri, []).append(replace(edit, line=local[0], end_line=local[1]))
-        return tuple((uri, tuple(cell_edits)) for uri, cell_edits in by_cell.items())
-
-
-def _is_python_code(cell: types.NotebookCell, document: TextDocument) -> bool:
-    return cell.kind == types.NotebookCellKind.Code and document.language_id in ("python", None)
-
-
 def buffer_path(uri: str) -> str:
     """The file a buffer's URI names (an unsaved buffer: its URI's last part, in no folder)."""
     path = to_fs_path(uri)
     return path if path is not None else uri.rsplit("/", 1)[-1] or uri
-
-
-def as_ipynb(cells: Sequence[tuple[types.NotebookCell, TextDocument]]) -> str:
-    """A notebook's cells as the ``.ipynb`` JSON the linter reads (code cells in Python only)."""
-    out: list[dict[str, object]] = []
-    for cell, document in cells:
-        kind = "code" if _is_python_code(cell, document) else "markdown"
-        out.append({"cell_type": kind, "metadata": {}, "source": document.source})
-    return json.dumps(
-        {
-            "cells": out,
-            "metadata": {"language_info": {"name": "python"}},
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-    )
 
 
 def _before(a: types.Position, b: types.Position) -> bool:
