@@ -170,6 +170,16 @@ def fix_source(
     return FixedSource(text, report.diagnostics, report.fixed, report.notes)
 
 
+def fixable_codes(
+    settings: Settings | None = None, *, rules: Sequence[type[Rule]] | None = None
+) -> frozenset[str]:
+    """Codes whose fixes ``--fix`` may apply under ``settings``: ``fixable`` less ``unfixable``.
+
+    `lint_source` returns every finding's fix; an editor offers only these, as `lint_paths` does.
+    """
+    return _Plan.build(settings, rules=rules).fixable_codes()
+
+
 def report_text(path: str, data: bytes) -> str:
     """The text of a file's bytes as the linter reads it."""
     from linter._source import load_document
