@@ -573,11 +573,6 @@ async def test_a_notebook_fix_edits_each_cell_it_touches(client: RecordingClient
     assert fixed[2] == 'x = 1\nscaler = GradScaler("cuda")'
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the project-wide model (issue 19): lint_source reading the buffer's "
-    "importers on disk; remove this marker when it lands",
-)
 async def test_a_step_function_opened_alone_gets_its_cross_module_amp001(
     client: RecordingClient, tmp_path: Path
 ):
