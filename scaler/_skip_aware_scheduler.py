@@ -1,0 +1,438 @@
+"""``SkipAwareScheduler``: an LR schedule that advances only for optimizer steps that were applied.
+
+A step the scaler skips (inf/NaN gradients) still advances a plain scheduler, so every overflow
+moves the schedule one step ahead of the weights (pytorch #44511, Lightning #21339, accelerate
+#4242). Knowing whether a step was skipped costs a host read of the found-inf flag, which a
+fused optimizer never needs otherwise. So there are two paths:
+
+* **Host path.** When the flag already reached the host in ``scaler.step()`` (a non-fused
+  optimizer: the scaler read it to decide), the wrapped scheduler is stepped, or not, right away.
+  Exact, and no read of its own.
+* **Device path** (fused SGD/Adam/AdamW, whose flag stays on the device). The LR becomes a 0-dim
+  tensor on the parameters' device (torch's tensor-``lr`` form, which fused kernels read on the
+  device). A *shadow* copy of the scheduler, bound to a stand-in optimizer, runs ahead: each
+  ``step()`` extends a table of the LRs at the next position, and the device adds "not skipped"
+  to its count of applied steps and copies ``table[count]`` into the LR tensors. The wrapped
+  scheduler stays at the last position the host knows; a host read (``get_last_lr()``,
+  ``last_epoch``, ``state_dict()``, ``sync()``) reads the count (one read) and replays the wrapped
+  scheduler to it, which gives the very values the shadow computed (same ops, same inputs).
+
+Everything else (a fused optimizer without tensor-``lr`` support, a schedule that also cycles
+momentum, torch's GradScaler on a non-fused optimizer) takes the host path with one read of the
+flag per step, documented as the fallback.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+
+from scaler._errors import ScalerArgumentError, ScalerUsageError
+from scaler._grad_scaler import GradScaler
+
+__all__ = ["SkipAwareScheduler"]
+
+#: Optimizers whose fused step reads a tensor ``lr`` on the device, with no host read.
+TENSOR_LR_OPTIMIZERS: tuple[type[torch.optim.Optimizer], ...] = (
+    torch.optim.SGD,
+    torch.optim.Adam,
+    torch.optim.AdamW,
+)
+#: Scheduler attributes that, when true, mean it writes more than ``lr`` (OneCycleLR and CyclicLR
+#: cycle momentum/beta1), which the LR table cannot carry: such schedules take the host path.
+WRITES_MORE_THAN_LR: tuple[str, ...] = ("cycle_momentum",)
+#: Methods a scheduler adopted in place (``make_skip_aware``) routes through its wrapper.
+ROUTED_METHODS: tuple[str, ...] = ("step", "get_last_lr", "state_dict", "load_state_dict")
+#: Device steps between reads of the applied-step count (when nothing else reads it).
+DEFAULT_HORIZON = 1024
+
+
+class _StandInOptimizer:
+    """What a scheduler reads and writes of its optimizer, without parameters: the shadow's."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.defaults = dict(optimizer.defaults)
+        self.param_groups = [
+            {key: _detached_copy(value) for key, value in group.items() if key != "params"}
+            | {"params": []}
+            for group in optimizer.param_groups
+        ]
+        #: torch's schedulers warn unless they see that ``step()`` ran before theirs.
+        self._opt_called = True
+
+    def step(self) -> None:
+        """Never called; present so schedulers see a patched ``step`` (see ``LRScheduler``)."""
+
+    step._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
+
+
+def _detached_copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()  # on its own device: no transfer
+    return copy.deepcopy(value)
+
+
+def _schedulers_within(scheduler: Any) -> list[Any]:
+    """The scheduler and, for SequentialLR/ChainedScheduler, those it runs, recursively."""
+    found = [scheduler]
+    for inner in getattr(scheduler, "_schedulers", ()):
+        found.extend(_schedulers_within(inner))
+    return found
+
+
+def _set_lr(group: dict[str, Any], value: Any) -> None:
+    """Write an LR as the scheduler would: in place into a tensor LR, else by assignment."""
+    lr = group["lr"]
+    if isinstance(lr, torch.Tensor):
+        if isinstance(value, torch.Tensor):
+            lr.copy_(value)
+        else:
+            lr.fill_(value)
+    else:
+        group["lr"] = value
+
+
+def _step_scheduler(scheduler: Any) -> None:
+    """The class's own ``step`` (an adopted scheduler's instance ``step`` is the wrapper's)."""
+    with warnings.catch_warnings():
+        # Replays and the shadow step after optimizer steps that did happen: torch's "called
+        # before optimizer.step()" heuristic does not apply to them.
+        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step()`")
+        type(scheduler).step(scheduler)
+
+
+class SkipAwareScheduler(LRScheduler):
+    """Step ``scheduler`` only for optimizer steps the scaler applied; no host read when fused.
+
+    Call ``step()`` where you stepped the plain scheduler, after ``scaler.update()``. Each call
+    advances the schedule unless the latest ``scaler.step()`` of the scheduler's optimizer was
+    skipped (inf/NaN gradients), and does nothing before that optimizer's first step. Contract:
+
+    * After any host read — ``get_last_lr()``, ``last_epoch``, ``state_dict()``, ``sync()`` —
+      the wrapped scheduler's position (``last_epoch``) is its initial one plus the number of
+      applied steps, exactly, and its LRs are the schedule's there.
+    * The LR in use at every optimizer step is the schedule's at the number of steps applied
+      before it — exactly, not one step late — on both paths.
+    * Fused SGD/Adam/AdamW: no host read at all (the LR is a tensor the device indexes), except
+      one read of the applied-step count every ``horizon`` steps, to keep the LR table short.
+      Their float ``lr`` becomes a 0-dim fp32 tensor on the parameters' device, torch's
+      tensor-``lr`` form, so ``get_last_lr()`` then returns tensors.
+    * Non-fused optimizers: the scaler read the flag already; no read of our own. Other fused
+      optimizers and schedules that cycle momentum: one read of the flag per step.
+    * torch's ``GradScaler`` works too, at a cost: it keeps no flag after ``update()``, so a skip
+      is inferred on the device from the scale falling (exact for one optimizer per scaler; with
+      several, an iteration where any of them overflowed counts as skipped for all), and on the
+      host path that comparison is one read per step.
+
+    ``state_dict()`` is the wrapped scheduler's own (it loads into a plain scheduler, and back).
+    Other attributes are the wrapped scheduler's; on the device path they lag until a host read.
+    One wrapper per scheduler; several optimizers each get their own, each with its own flag.
+
+    Example::
+
+        scheduler = SkipAwareScheduler(CosineAnnealingLR(optimizer, T_max=1000), scaler)
+        for batch in data:
+            ...
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()  # does not advance when the step was skipped
+    """
+
+    def __init__(
+        self,
+        scheduler: LRScheduler,
+        scaler: torch.amp.GradScaler,
+        *,
+        horizon: int = DEFAULT_HORIZON,
+    ) -> None:
+        # LRScheduler.__init__ is not called: it would step and re-patch the optimizer.
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ScalerArgumentError(
+                "SkipAwareScheduler: ReduceLROnPlateau steps on a metric, not per optimizer "
+                "step; step it yourself, only when scaler.step_skipped(optimizer) is False"
+            )
+        if isinstance(scheduler, SkipAwareScheduler) or not isinstance(scheduler, LRScheduler):
+            raise ScalerArgumentError(
+                "SkipAwareScheduler: scheduler must be a torch.optim.lr_scheduler.LRScheduler, "
+                f"got {type(scheduler).__qualname__}"
+            )
+        if not isinstance(scaler, torch.amp.GradScaler):
+            raise ScalerArgumentError(
+                "SkipAwareScheduler: scaler must be a scaler.GradScaler or torch.amp.GradScaler, "
+                f"got {type(scaler).__qualname__}"
+            )
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ScalerArgumentError(
+                f"SkipAwareScheduler: horizon must be a positive int, got {horizon!r}"
+            )
+        self._scheduler = scheduler
+        self._scaler = scaler
+        self._horizon = horizon
+        #: torch's scaler: the scale at our last step (a float before its first ``scale()``).
+        self._previous_scale: torch.Tensor | float | None = None
+        self._setup()
+
+    # ----------------------------------------------------------------- setup
+
+    def _setup(self) -> None:
+        """Choose the path and, for the device path, make the LR tensors, shadow and table."""
+        optimizer = self._scheduler.optimizer
+        self._device_path = self._takes_device_path(optimizer)
+        #: Table rows past the one the wrapped scheduler is at (the device count is at most this).
+        self._ahead = 0
+        #: Device steps since the last read of the count.
+        self._unread = 0
+        if not self._device_path:
+            return
+        for group in optimizer.param_groups:
+            if not isinstance(group["lr"], torch.Tensor):
+                device = group["params"][0].device if group["params"] else torch.device("cpu")
+                # A fill, not torch.tensor(): no host-to-device copy.
+                group["lr"] = torch.full((), group["lr"], dtype=torch.float32, device=device)
+        self._lrs: list[torch.Tensor] = [group["lr"] for group in optimizer.param_groups]
+        first = self._lrs[0]
+        if any(lr.device != first.device or lr.dtype != first.dtype for lr in self._lrs):
+            self._device_path = False
+            return
+        self._shadow = self._make_shadow()
+        self._shadow_done = False
+        self._table = torch.empty(
+            (self._horizon + 1, len(self._lrs)), dtype=first.dtype, device=first.device
+        )
+        for column, lr in enumerate(self._lrs):
+            self._table[0, column].copy_(lr)
+        #: Applied steps since the last read, on the device, shape (1,) to index the table.
+        self._count = torch.zeros(1, dtype=torch.int64, device=first.device)
+        self._row = torch.empty((1, len(self._lrs)), dtype=first.dtype, device=first.device)
+
+    def _takes_device_path(self, optimizer: torch.optim.Optimizer) -> bool:
+        return (
+            self._scaler.is_enabled()
+            and getattr(optimizer, "_step_supports_amp_scaling", False)
+            and isinstance(optimizer, TENSOR_LR_OPTIMIZERS)
+            and bool(optimizer.param_groups)
+            and not any(
+                getattr(inner, name, False)
+                for inner in _schedulers_within(self._scheduler)
+                for name in WRITES_MORE_THAN_LR
+            )
+        )
+
+    def _make_shadow(self) -> Any:
+        """A deep copy of the scheduler bound to a stand-in optimizer, at the same position."""
+        scheduler = self._scheduler
+        stand_in = _StandInOptimizer(scheduler.optimizer)
+        memo: dict[int, Any] = {id(scheduler.optimizer): stand_in, id(self): None}
+        routed = [scheduler.__dict__[name] for name in ROUTED_METHODS if name in scheduler.__dict__]
+        memo.update((id(method), None) for method in routed)
+        shadow = copy.deepcopy(scheduler, memo)
+        for name in ROUTED_METHODS:
+            shadow.__dict__.pop(name, None)
+        shadow.__dict__.pop("_skip_aware", None)
+        return shadow
+
+    # ----------------------------------------------------------------- stepping
+
+    def step(self, epoch: int | None = None) -> None:  # type: ignore[override]
+        """Advance the schedule by one step unless the optimizer's latest step was skipped."""
+        if epoch is not None:
+            raise ScalerArgumentError(
+                "SkipAwareScheduler.step() takes no epoch: it counts applied optimizer steps"
+            )
+        if self._device_path and any(
+            group["lr"] is not lr
+            for group, lr in zip(self._scheduler.optimizer.param_groups, self._lrs, strict=False)
+        ):
+            self._reset()  # the optimizer's LRs were replaced (optimizer.load_state_dict)
+        skipped_on_host, flag = self._latest_skip()
+        if not self._device_path:
+            if skipped_on_host is None:
+                assert flag is not None
+                skipped_on_host = bool(flag.item())  # the documented fallback: one read
+            if not skipped_on_host:
+                _step_scheduler(self._scheduler)
+            return
+        if skipped_on_host is not None or flag is None:
+            applied: torch.Tensor | int = int(not skipped_on_host)
+        else:
+            applied = flag.logical_not()
+        self._step_on_device(applied)
+
+    def _latest_skip(self) -> tuple[bool | None, torch.Tensor | None]:
+        """(skipped, when the host knows it without a read; else the device flag)."""
+        scaler = self._scaler
+        optimizer = self._scheduler.optimizer
+        if not scaler.is_enabled():
+            return False, None
+        if isinstance(scaler, GradScaler):
+            latest = scaler._latest_found_inf(optimizer)
+            if latest is None:
+                return True, None  # no step yet: nothing applied
+            found_inf, known = latest
+            return known, None if known is not None else found_inf > 0
+        return None, self._scale_fell(scaler)
+
+    def _scale_fell(self, scaler: torch.amp.GradScaler) -> torch.Tensor | None:
+        """torch's scaler: whether the scale fell since our last step (a backoff = a skip)."""
+        scale = getattr(scaler, "_scale", None)
+        previous = self._previous_scale
+        if previous is None:
+            previous = float(getattr(scaler, "_init_scale", 2.0**16))
+        if scale is None:
+            self._previous_scale = previous
+            return torch.ones((), dtype=torch.bool)  # never scaled: no step applied
+        fell = scale < previous
+        if isinstance(self._previous_scale, torch.Tensor):
+            self._previous_scale.copy_(scale)
+        else:
+            self._previous_scale = scale.detach().clone()
+        return fell
+
+    def _step_on_device(self, applied: torch.Tensor | int) -> None:
+        if self._unread == self._horizon:
+            self.sync()  # the bounded read: keeps the table short
+        self._extend_table()
+        self._unread += 1
+        if isinstance(applied, torch.Tensor):
+            self._count.add_(applied.to(self._count.device, non_blocking=True))
+        elif applied:
+            self._count.add_(1)
+        torch.index_select(self._table, 0, self._count, out=self._row)
+        for column, lr in enumerate(self._lrs):
+            lr.copy_(self._row[0, column])
+
+    def _extend_table(self) -> None:
+        """Row ``ahead + 1``: the LRs one position further, from the shadow."""
+        row = self._ahead + 1
+        if row == len(self._table):
+            # Rows stay for steps not yet applied: the shadow is ahead by every skip so far.
+            grown = self._table.new_empty((2 * len(self._table), self._table.shape[1]))
+            grown[:row].copy_(self._table)
+            self._table = grown
+        if not self._shadow_done:
+            try:
+                _step_scheduler(self._shadow)
+            except ValueError:
+                # OneCycleLR refuses to step past total_steps. Skips put the shadow ahead of
+                # the real schedule, which may never get there: keep the last row, and let the
+                # wrapped scheduler raise at the read if the applied steps do get there.
+                self._shadow_done = True
+        if self._shadow_done:
+            self._table[row].copy_(self._table[row - 1])
+        else:
+            for column, group in enumerate(self._shadow.optimizer.param_groups):
+                self._table[row, column].copy_(group["lr"])
+        self._ahead = row
+
+    # ----------------------------------------------------------------- host reads
+
+    def sync(self) -> None:
+        """Bring the wrapped scheduler to the applied count: one read on the device path."""
+        if not self._device_path or self._unread == 0:
+            return
+        self._unread = 0
+        applied = int(self._count.item())
+        scheduler = self._scheduler
+        groups = scheduler.optimizer.param_groups
+        for group, last in zip(groups, type(scheduler).get_last_lr(scheduler), strict=True):
+            _set_lr(group, last)  # where the wrapped scheduler stopped: its recursion reads it
+        for _ in range(applied):
+            _step_scheduler(scheduler)
+        remaining = self._ahead - applied
+        if applied:
+            self._table[: remaining + 1] = self._table[applied : self._ahead + 1].clone()
+            self._count.zero_()
+        self._ahead = remaining
+
+    def _reset(self) -> None:
+        """Start again from the wrapped scheduler's current state (after a load)."""
+        groups = self._scheduler.optimizer.param_groups
+        last_lrs = type(self._scheduler).get_last_lr(self._scheduler)
+        for group, last in zip(groups, last_lrs, strict=True):
+            _set_lr(group, last)
+        self._setup()
+
+    @property
+    def scheduler(self) -> LRScheduler:
+        """The wrapped scheduler, brought up to date (a host read on the device path)."""
+        self.sync()
+        return self._scheduler
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:  # type: ignore[override]
+        return self._scheduler.optimizer
+
+    @property
+    def last_epoch(self) -> int:  # type: ignore[override]
+        """The wrapped scheduler's position: its initial one plus the applied steps."""
+        self.sync()
+        return self._scheduler.last_epoch
+
+    @property
+    def _step_count(self) -> int:
+        """The wrapped scheduler's (accelerate writes it during gradient accumulation)."""
+        return self._scheduler._step_count
+
+    @_step_count.setter
+    def _step_count(self, value: int) -> None:
+        self._scheduler._step_count = value
+
+    def get_last_lr(self) -> list[float | torch.Tensor]:
+        """The LRs at the applied count (a host read on the device path)."""
+        self.sync()
+        return type(self._scheduler).get_last_lr(self._scheduler)
+
+    def get_lr(self) -> list[float | torch.Tensor]:
+        raise ScalerUsageError("SkipAwareScheduler: use get_last_lr() for the current LRs")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped scheduler's state at the applied count; loads into a plain scheduler."""
+        self.sync()
+        state = type(self._scheduler).state_dict(self._scheduler)
+        return {
+            key: value
+            for key, value in state.items()
+            if key not in ROUTED_METHODS and key != "_skip_aware"
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state saved by this wrapper or by the plain scheduler, and start from it."""
+        type(self._scheduler).load_state_dict(self._scheduler, state_dict)
+        self._reset()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names this class lacks: the wrapped scheduler's own attributes.
+        if name.startswith("__") or name == "_scheduler":
+            raise AttributeError(name)
+        return getattr(self._scheduler, name)
+
+    def __repr__(self) -> str:
+        path = "device" if self._device_path else "host"
+        return f"SkipAwareScheduler({self._scheduler!r}, path={path!r})"
+
+
+def make_skip_aware(scheduler: Any, scaler: torch.amp.GradScaler) -> SkipAwareScheduler | None:
+    """Make ``scheduler`` itself skip-aware: its ``step``, ``get_last_lr``, ``state_dict`` and
+    ``load_state_dict`` go through a :class:`SkipAwareScheduler` from now on.
+
+    Frameworks hold their scheduler in several places (the HF Trainer, accelerate's wrapper,
+    Lightning's configs, checkpoint code), so, as with the scaler (``_adopt``), changing the
+    object reaches every holder at once. Returns the wrapper, the one already installed, or
+    None for what it cannot wrap (ReduceLROnPlateau, a scheduler that is not an LRScheduler).
+    """
+    existing = scheduler.__dict__.get("_skip_aware") if hasattr(scheduler, "__dict__") else None
+    if isinstance(existing, SkipAwareScheduler):
+        return existing
+    if isinstance(scheduler, (ReduceLROnPlateau, SkipAwareScheduler)) or not isinstance(
+        scheduler, LRScheduler
+    ):
+        return None
+    wrapper = SkipAwareScheduler(scheduler, scaler)
+    for name in ROUTED_METHODS:
+        setattr(scheduler, name, getattr(wrapper, name))
+    scheduler._skip_aware = wrapper  # type: ignore[attr-defined]
+    return wrapper
