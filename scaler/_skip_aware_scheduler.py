@@ -105,6 +105,38 @@ def _step_scheduler(scheduler: Any) -> None:
         type(scheduler).step(scheduler)
 
 
+class _CudaLrPeek:
+    """Asynchronous copies of the LRs into pinned memory, two slots read when their event has
+    completed (the scheme of ``_peek.CudaScalePeek``): the host never waits."""
+
+    __slots__ = ("_events", "_latest", "_next", "_slots")
+
+    def __init__(self, n_groups: int, dtype: torch.dtype) -> None:
+        self._slots = [torch.empty(n_groups, dtype=dtype, pin_memory=True) for _ in range(2)]
+        self._events: list[Any] = [None, None]
+        self._next = 0
+        self._latest: list[float] | None = None
+
+    def enqueue(self, lrs: torch.Tensor) -> None:
+        self._slots[self._next].copy_(lrs, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self._events[self._next] = event
+        self._next = 1 - self._next
+
+    def peek(self) -> list[float] | None:
+        newest, older = 1 - self._next, self._next
+        for slot in (newest, older):
+            event = self._events[slot]
+            if event is not None and event.query():
+                self._latest = self._slots[slot].tolist()  # pinned host memory: a plain read
+                self._events[slot] = None
+                if slot == newest:
+                    self._events[older] = None  # never go back to an older value
+                break
+        return self._latest
+
+
 class SkipAwareScheduler(LRScheduler):
     """Step ``scheduler`` only for optimizer steps the scaler applied; no host read when fused.
 
@@ -208,6 +240,8 @@ class SkipAwareScheduler(LRScheduler):
         #: Applied steps since the last read, on the device, shape (1,) to index the table.
         self._count = torch.zeros(1, dtype=torch.int64, device=first.device)
         self._row = torch.empty((1, len(self._lrs)), dtype=first.dtype, device=first.device)
+        #: ``peek_last_lr()``'s asynchronous copies on CUDA; started by its first call.
+        self._lr_peek: _CudaLrPeek | None = None
 
     def _takes_device_path(self, optimizer: torch.optim.Optimizer) -> bool:
         return (
@@ -304,6 +338,8 @@ class SkipAwareScheduler(LRScheduler):
         torch.index_select(self._table, 0, self._count, out=self._row)
         for column, lr in enumerate(self._lrs):
             lr.copy_(self._row[0, column])
+        if self._lr_peek is not None:
+            self._lr_peek.enqueue(self._row[0])
 
     def _extend_table(self) -> None:
         """Row ``ahead + 1``: the LRs one position further, from the shadow."""
@@ -385,6 +421,26 @@ class SkipAwareScheduler(LRScheduler):
         """The LRs at the applied count (a host read on the device path)."""
         self.sync()
         return type(self._scheduler).get_last_lr(self._scheduler)
+
+    def peek_last_lr(self) -> list[float] | None:
+        """The LRs in use, as the latest value that already reached the host; never waits.
+
+        For logging every step at no synchronous cost, like ``GradScaler.peek_scale()``. Host
+        path: the wrapped scheduler's LRs, current. Device path on CPU: the LR tensors are host
+        memory, read directly (current). On CUDA the first call starts an asynchronous copy into
+        pinned memory after each ``step()``, and the value is the newest copy that has landed
+        (usually the previous step's), None until one has.
+        """
+        if not self._device_path:
+            return [float(lr) for lr in type(self._scheduler).get_last_lr(self._scheduler)]
+        if self._lrs[0].device.type == "cpu":
+            return torch.stack(self._lrs).tolist()
+        if self._lrs[0].device.type != "cuda":
+            return None
+        if self._lr_peek is None:
+            self._lr_peek = _CudaLrPeek(len(self._lrs), self._lrs[0].dtype)
+            self._lr_peek.enqueue(torch.stack(self._lrs))
+        return self._lr_peek.peek()
 
     def get_lr(self) -> list[float | torch.Tensor]:
         raise ScalerUsageError("SkipAwareScheduler: use get_last_lr() for the current LRs")

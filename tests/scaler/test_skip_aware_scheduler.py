@@ -335,3 +335,21 @@ def test_adopting_in_place_routes_every_holder_through_the_wrapper() -> None:
     assert "step" not in scheduler.state_dict()
     assert scheduler.get_last_lr()[0].item() == pytest.approx(0.1 * 0.8**4, rel=1e-6)
     assert make_skip_aware(schedules.ReduceLROnPlateau(optimizer), scaler) is None
+
+
+def test_peek_last_lr_is_the_lr_in_use_and_one_read_on_cpu() -> None:
+    run = Run(SCHEDULERS["ExponentialLR"], OPTIMIZERS["adam-fused"], 1).run(steps=5)
+    wrapper = run.wrappers[0]
+    with SyncCounter() as syncs:
+        peeked = wrapper.peek_last_lr()
+    assert syncs.count == 1  # host memory on CPU; on CUDA a landed pinned copy: none
+    assert peeked == _lrs(run.optimizers[0])
+    assert peeked[0] == pytest.approx(0.1 * 0.8**2, rel=1e-6)  # 5 steps, 3 skipped
+
+
+def test_peek_last_lr_on_the_host_path_reads_nothing() -> None:
+    run = Run(SCHEDULERS["StepLR"], OPTIMIZERS["sgd"], 1).run(steps=5)
+    with SyncCounter() as syncs:
+        peeked = run.wrappers[0].peek_last_lr()
+    assert syncs.count == 0
+    assert peeked == run.references[0].get_last_lr()
