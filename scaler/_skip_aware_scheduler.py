@@ -84,6 +84,15 @@ def _schedulers_within(scheduler: Any) -> list[Any]:
     return found
 
 
+def _innermost(optimizer: Any) -> Any:
+    """The optimizer a framework's wrapper holds (accelerate's ``AcceleratedOptimizer``): the
+    one the scaler steps, whose flag and fused support count."""
+    inner = getattr(optimizer, "optimizer", None)
+    while isinstance(inner, torch.optim.Optimizer) and inner is not optimizer:
+        optimizer, inner = inner, getattr(inner, "optimizer", None)
+    return optimizer
+
+
 def _set_lr(group: dict[str, Any], value: Any) -> None:
     """Write an LR as the scheduler would: in place into a tensor LR, else by assignment."""
     lr = group["lr"]
@@ -213,7 +222,8 @@ class SkipAwareScheduler(LRScheduler):
     def _setup(self) -> None:
         """Choose the path and, for the device path, make the LR tensors, shadow and table."""
         optimizer = self._scheduler.optimizer
-        self._device_path = self._takes_device_path(optimizer)
+        self._stepped = _innermost(optimizer)
+        self._device_path = self._takes_device_path(self._stepped)
         #: Table rows past the one the wrapped scheduler is at (the device count is at most this).
         self._ahead = 0
         #: Device steps since the last read of the count.
@@ -299,7 +309,7 @@ class SkipAwareScheduler(LRScheduler):
     def _latest_skip(self) -> tuple[bool | None, torch.Tensor | None]:
         """(skipped, when the host knows it without a read; else the device flag)."""
         scaler = self._scaler
-        optimizer = self._scheduler.optimizer
+        optimizer = self._stepped
         if not scaler.is_enabled():
             return False, None
         if isinstance(scaler, GradScaler):
