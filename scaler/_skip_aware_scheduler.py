@@ -185,7 +185,7 @@ class SkipAwareScheduler(LRScheduler):
 
     def __init__(
         self,
-        scheduler: LRScheduler,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
         scaler: torch.amp.GradScaler,
         *,
         horizon: int = DEFAULT_HORIZON,
@@ -403,7 +403,7 @@ class SkipAwareScheduler(LRScheduler):
         self._setup()
 
     @property
-    def scheduler(self) -> LRScheduler:
+    def scheduler(self) -> torch.optim.lr_scheduler.LRScheduler:
         """The wrapped scheduler, brought up to date (a host read on the device path)."""
         self.sync()
         return self._scheduler
