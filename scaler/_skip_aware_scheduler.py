@@ -8,14 +8,15 @@ fused optimizer never needs otherwise. So there are two paths:
 * **Host path.** When the flag already reached the host in ``scaler.step()`` (a non-fused
   optimizer: the scaler read it to decide), the wrapped scheduler is stepped, or not, right away.
   Exact, and no read of its own.
-* **Device path** (fused SGD/Adam/AdamW, whose flag stays on the device). The LR becomes a 0-dim
-  tensor on the parameters' device (torch's tensor-``lr`` form, which fused kernels read on the
-  device). A *shadow* copy of the scheduler, bound to a stand-in optimizer, runs ahead: each
-  ``step()`` extends a table of the LRs at the next position, and the device adds "not skipped"
-  to its count of applied steps and copies ``table[count]`` into the LR tensors. The wrapped
-  scheduler stays at the last position the host knows; a host read (``get_last_lr()``,
-  ``last_epoch``, ``state_dict()``, ``sync()``) reads the count (one read) and replays the wrapped
-  scheduler to it, which gives the very values the shadow computed (same ops, same inputs).
+* **Device path** (fused SGD/Adam/AdamW, whose flag stays on the device). The optimizer's LR
+  becomes a 0-dim fp32 tensor on the parameters' device (torch's tensor-``lr`` form, which fused
+  kernels read on the device). A *shadow* copy of the scheduler, bound to a stand-in optimizer
+  with float LRs, runs ahead on the host: each ``step()`` writes the LRs at the next position
+  into a table on the device and keeps the shadow's state for that position; the device adds
+  "not skipped" to its count of applied steps and copies ``table[count]`` into the LR tensors.
+  The wrapped scheduler stays at the last position the host knows; a host read
+  (``get_last_lr()``, ``last_epoch``, ``state_dict()``, ``sync()``) reads the count (one read)
+  and loads the shadow's state at that count into it: the very state stepping it would give.
 
 Everything else (a fused optimizer without tensor-``lr`` support, a schedule that also cycles
 momentum, torch's GradScaler on a non-fused optimizer) takes the host path with one read of the
@@ -25,7 +26,6 @@ flag per step, documented as the fallback.
 from __future__ import annotations
 
 import copy
-import warnings
 from typing import Any
 
 import torch
@@ -107,11 +107,18 @@ def _set_lr(group: dict[str, Any], value: Any) -> None:
 
 def _step_scheduler(scheduler: Any) -> None:
     """The class's own ``step`` (an adopted scheduler's instance ``step`` is the wrapper's)."""
-    with warnings.catch_warnings():
-        # Replays and the shadow step after optimizer steps that did happen: torch's "called
-        # before optimizer.step()" heuristic does not apply to them.
-        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step()`")
-        type(scheduler).step(scheduler)
+    type(scheduler).step(scheduler)
+
+
+def _as_float(value: Any) -> Any:
+    """A tensor LR as a float (a read: only when a path is set up), anything else as it is."""
+    return float(value) if isinstance(value, torch.Tensor) else value
+
+
+def _own_state(scheduler: Any) -> dict[str, Any]:
+    """The scheduler's state dict without what ``make_skip_aware`` put on the instance."""
+    state = type(scheduler).state_dict(scheduler)
+    return {k: v for k, v in state.items() if k not in ROUTED_METHODS and k != "_skip_aware"}
 
 
 class _CudaLrPeek:
@@ -160,14 +167,16 @@ class SkipAwareScheduler(LRScheduler):
       before it — exactly, not one step late — on both paths.
     * Fused SGD/Adam/AdamW: no host read at all (the LR is a tensor the device indexes), except
       one read of the applied-step count every ``horizon`` steps, to keep the LR table short.
-      Their float ``lr`` becomes a 0-dim fp32 tensor on the parameters' device, torch's
-      tensor-``lr`` form, so ``get_last_lr()`` then returns tensors.
+      Their ``lr`` in ``param_groups`` becomes a 0-dim fp32 tensor on the parameters' device,
+      torch's tensor-``lr`` form; the schedule itself (``get_last_lr()``, ``state_dict()``)
+      stays in Python floats, equal to a plain scheduler's.
     * Non-fused optimizers: the scaler read the flag already; no read of our own. Other fused
       optimizers and schedules that cycle momentum: one read of the flag per step.
     * torch's ``GradScaler`` works too, at a cost: it keeps no flag after ``update()``, so a skip
       is inferred on the device from the scale falling (exact for one optimizer per scaler; with
-      several, an iteration where any of them overflowed counts as skipped for all), and on the
-      host path that comparison is one read per step.
+      several, an iteration where any of them overflowed counts as skipped for all; a manual
+      ``update(new_scale)`` below the current scale counts as a skip), and on the host path
+      that comparison is one read per step.
 
     ``state_dict()`` is the wrapped scheduler's own (it loads into a plain scheduler, and back).
     Other attributes are the wrapped scheduler's; on the device path they lag until a host read.
@@ -230,26 +239,40 @@ class SkipAwareScheduler(LRScheduler):
         self._unread = 0
         if not self._device_path:
             return
-        for group in optimizer.param_groups:
-            if not isinstance(group["lr"], torch.Tensor):
-                device = group["params"][0].device if group["params"] else torch.device("cpu")
-                # A fill, not torch.tensor(): no host-to-device copy.
-                group["lr"] = torch.full((), group["lr"], dtype=torch.float32, device=device)
-        self._lrs: list[torch.Tensor] = [group["lr"] for group in optimizer.param_groups]
-        first = self._lrs[0]
-        if any(lr.device != first.device or lr.dtype != first.dtype for lr in self._lrs):
-            self._device_path = False
-            return
-        self._shadow = self._make_shadow()
-        self._shadow_done = False
-        self._table = torch.empty(
-            (self._horizon + 1, len(self._lrs)), dtype=first.dtype, device=first.device
+        groups = optimizer.param_groups
+        tensors = [group["lr"] for group in groups if isinstance(group["lr"], torch.Tensor)]
+        if tensors:
+            first = tensors[0]
+            if len(tensors) != len(groups) or any(
+                lr.device != first.device or lr.dtype != first.dtype for lr in tensors
+            ):
+                self._device_path = False
+                return
+            device, dtype = first.device, first.dtype
+        else:
+            device = next((g["params"][0].device for g in groups if g["params"]), None)
+            device, dtype = device or torch.device("cpu"), torch.float32
+        last_lrs = [_as_float(lr) for lr in type(self._scheduler).get_last_lr(self._scheduler)]
+        #: The LRs the device indexes into, one row: ``index_select`` writes it in one op.
+        self._row = torch.empty((1, len(groups)), dtype=dtype, device=device)
+        if not tensors:
+            for column, (group, lr) in enumerate(zip(groups, last_lrs, strict=True)):
+                self._row[0, column].fill_(lr)  # a fill, not torch.tensor(): no copy
+                group["lr"] = self._row[0, column]
+        self._lrs: list[torch.Tensor] = [group["lr"] for group in groups]
+        self._writes_row_only = all(
+            lr.data_ptr() == self._row[0, column].data_ptr() for column, lr in enumerate(self._lrs)
         )
-        for column, lr in enumerate(self._lrs):
-            self._table[0, column].copy_(lr)
+        self._table = torch.empty((self._horizon + 1, len(groups)), dtype=dtype, device=device)
+        for column, lr in enumerate(last_lrs):
+            self._table[0, column].fill_(lr)
+        self._shadow = self._make_shadow(last_lrs)
+        #: The shadow's state at each table row (None past a schedule's end).
+        self._states: list[dict[str, Any] | None] = [_own_state(self._scheduler)]
+        #: What the shadow raised when stepped past the schedule's end (OneCycleLR), if it did.
+        self._exhausted: ValueError | None = None
         #: Applied steps since the last read, on the device, shape (1,) to index the table.
-        self._count = torch.zeros(1, dtype=torch.int64, device=first.device)
-        self._row = torch.empty((1, len(self._lrs)), dtype=first.dtype, device=first.device)
+        self._count = torch.zeros(1, dtype=torch.int64, device=device)
         #: ``peek_last_lr()``'s asynchronous copies on CUDA; started by its first call.
         self._lr_peek: _CudaLrPeek | None = None
 
@@ -266,10 +289,15 @@ class SkipAwareScheduler(LRScheduler):
             )
         )
 
-    def _make_shadow(self) -> Any:
-        """A deep copy of the scheduler bound to a stand-in optimizer, at the same position."""
+    def _make_shadow(self, last_lrs: list[Any]) -> Any:
+        """A deep copy of the scheduler bound to a stand-in optimizer with float LRs, at the
+        same position, so that its steps are host arithmetic only."""
         scheduler = self._scheduler
         stand_in = _StandInOptimizer(scheduler.optimizer)
+        for group, lr in zip(stand_in.param_groups, last_lrs, strict=True):
+            group["lr"] = lr
+            if "initial_lr" in group:
+                group["initial_lr"] = _as_float(group["initial_lr"])
         memo: dict[int, Any] = {id(scheduler.optimizer): stand_in, id(self): None}
         routed = [scheduler.__dict__[name] for name in ROUTED_METHODS if name in scheduler.__dict__]
         memo.update((id(method), None) for method in routed)
@@ -277,6 +305,11 @@ class SkipAwareScheduler(LRScheduler):
         for name in ROUTED_METHODS:
             shadow.__dict__.pop(name, None)
         shadow.__dict__.pop("_skip_aware", None)
+        for inner in _schedulers_within(shadow):
+            for name in ("base_lrs", "_last_lr"):
+                values = inner.__dict__.get(name)
+                if isinstance(values, list):
+                    inner.__dict__[name] = [_as_float(value) for value in values]
         return shadow
 
     # ----------------------------------------------------------------- stepping
@@ -287,11 +320,11 @@ class SkipAwareScheduler(LRScheduler):
             raise ScalerArgumentError(
                 "SkipAwareScheduler.step() takes no epoch: it counts applied optimizer steps"
             )
-        if self._device_path and any(
-            group["lr"] is not lr
-            for group, lr in zip(self._scheduler.optimizer.param_groups, self._lrs, strict=False)
-        ):
-            self._reset()  # the optimizer's LRs were replaced (optimizer.load_state_dict)
+        if self._device_path and self._lrs_replaced():
+            # optimizer.load_state_dict() (or add_param_group) replaced the LRs we index into:
+            # bring the wrapped scheduler up to date on the new ones, and start again from it.
+            self.sync()
+            self._setup()
         skipped_on_host, flag = self._latest_skip()
         if not self._device_path:
             if skipped_on_host is None:
@@ -305,6 +338,15 @@ class SkipAwareScheduler(LRScheduler):
         else:
             applied = flag.logical_not()
         self._step_on_device(applied)
+
+    def _lrs_replaced(self) -> bool:
+        groups = self._scheduler.optimizer.param_groups
+        if len(groups) != len(self._lrs):
+            raise ScalerUsageError(
+                "SkipAwareScheduler: the optimizer's param groups changed since the scheduler "
+                "was made; torch's schedulers do not follow add_param_group() either"
+            )
+        return any(group["lr"] is not lr for group, lr in zip(groups, self._lrs, strict=True))
 
     def _latest_skip(self) -> tuple[bool | None, torch.Tensor | None]:
         """(skipped, when the host knows it without a read; else the device flag)."""
@@ -346,8 +388,9 @@ class SkipAwareScheduler(LRScheduler):
         elif applied:
             self._count.add_(1)
         torch.index_select(self._table, 0, self._count, out=self._row)
-        for column, lr in enumerate(self._lrs):
-            lr.copy_(self._row[0, column])
+        if not self._writes_row_only:  # the user's own LR tensors
+            for column, lr in enumerate(self._lrs):
+                lr.copy_(self._row[0, column])
         if self._lr_peek is not None:
             self._lr_peek.enqueue(self._row[0])
 
@@ -359,19 +402,21 @@ class SkipAwareScheduler(LRScheduler):
             grown = self._table.new_empty((2 * len(self._table), self._table.shape[1]))
             grown[:row].copy_(self._table)
             self._table = grown
-        if not self._shadow_done:
+        if self._exhausted is None:
             try:
                 _step_scheduler(self._shadow)
-            except ValueError:
+            except ValueError as error:
                 # OneCycleLR refuses to step past total_steps. Skips put the shadow ahead of
-                # the real schedule, which may never get there: keep the last row, and let the
-                # wrapped scheduler raise at the read if the applied steps do get there.
-                self._shadow_done = True
-        if self._shadow_done:
-            self._table[row].copy_(self._table[row - 1])
-        else:
+                # the real schedule, which may never get there: keep the last row, and raise
+                # at the read if the applied steps do get there, as the plain scheduler would.
+                self._exhausted = error
+        if self._exhausted is None:
             for column, group in enumerate(self._shadow.optimizer.param_groups):
-                self._table[row, column].copy_(group["lr"])
+                self._table[row, column].fill_(group["lr"])
+            self._states.append(_own_state(self._shadow))
+        else:
+            self._table[row].copy_(self._table[row - 1])
+            self._states.append(None)
         self._ahead = row
 
     # ----------------------------------------------------------------- host reads
@@ -382,12 +427,13 @@ class SkipAwareScheduler(LRScheduler):
             return
         self._unread = 0
         applied = int(self._count.item())
-        scheduler = self._scheduler
-        groups = scheduler.optimizer.param_groups
-        for group, last in zip(groups, type(scheduler).get_last_lr(scheduler), strict=True):
-            _set_lr(group, last)  # where the wrapped scheduler stopped: its recursion reads it
-        for _ in range(applied):
-            _step_scheduler(scheduler)
+        state = self._states[applied]
+        if state is None:
+            assert self._exhausted is not None
+            raise self._exhausted
+        # A copy: loaders pop keys (LambdaLR's lr_lambdas), and a row may be loaded again.
+        type(self._scheduler).load_state_dict(self._scheduler, copy.deepcopy(state))
+        self._states = self._states[applied:]
         remaining = self._ahead - applied
         if applied:
             self._table[: remaining + 1] = self._table[applied : self._ahead + 1].clone()
@@ -444,7 +490,7 @@ class SkipAwareScheduler(LRScheduler):
         if not self._device_path:
             return [float(lr) for lr in type(self._scheduler).get_last_lr(self._scheduler)]
         if self._lrs[0].device.type == "cpu":
-            return torch.stack(self._lrs).tolist()
+            return torch.stack(self._lrs).tolist()  # host memory: waits for nothing
         if self._lrs[0].device.type != "cuda":
             return None
         if self._lr_peek is None:
@@ -458,12 +504,7 @@ class SkipAwareScheduler(LRScheduler):
     def state_dict(self) -> dict[str, Any]:
         """The wrapped scheduler's state at the applied count; loads into a plain scheduler."""
         self.sync()
-        state = type(self._scheduler).state_dict(self._scheduler)
-        return {
-            key: value
-            for key, value in state.items()
-            if key not in ROUTED_METHODS and key != "_skip_aware"
-        }
+        return _own_state(self._scheduler)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state saved by this wrapper or by the plain scheduler, and start from it."""

@@ -18,6 +18,7 @@ from torch.optim import lr_scheduler as schedules
 
 from scaler import GradScaler, SkipAwareScheduler, SyncCounter
 from scaler._errors import ScalerArgumentError
+from scaler._host_mirror import to_fp32
 from scaler._skip_aware_scheduler import make_skip_aware
 
 Optimizer = torch.optim.Optimizer
@@ -46,11 +47,11 @@ SCHEDULERS: dict[str, MakeScheduler] = {
     ),
 }
 
-#: Host path: a non-fused SGD (float lr). Device path: fused SGD and Adam (tensor lr, fp32).
+#: Host path: a non-fused SGD. Device path: fused SGD and Adam.
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter]], Optimizer]] = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True),
-    "sgd-fused": lambda p: torch.optim.SGD(p, lr=torch.tensor(0.1), momentum=0.9, fused=True),
-    "adam-fused": lambda p: torch.optim.Adam(p, lr=torch.tensor(0.1), fused=True),
+    "sgd-fused": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, fused=True),
+    "adam-fused": lambda p: torch.optim.Adam(p, lr=0.1, fused=True),
 }
 
 STEPS = 16
@@ -58,8 +59,11 @@ STEPS = 16
 OVERFLOWS = ({0, 3, 4, 9}, {1, 9, 12})
 
 
-def _lrs(optimizer: Optimizer) -> list[float]:
-    return [float(group["lr"]) for group in optimizer.param_groups]
+def _lrs(optimizer: Optimizer, fp32: bool = False) -> list[float]:
+    """The LRs the next step uses. ``fp32``: as a fused kernel uses a float LR, in fp32 (the
+    device path's LR tensors hold exactly that)."""
+    values = [float(group["lr"]) for group in optimizer.param_groups]
+    return [to_fp32(value) for value in values] if fp32 else values
 
 
 def _params(seed: int) -> list[torch.nn.Parameter]:
@@ -92,8 +96,9 @@ class Run:
         self.syncs: list[int] = []
 
     def step(self, t: int) -> None:
+        fp32 = any(w._device_path for w in self.wrappers)
         self.used.append([_lrs(o) for o in self.optimizers])
-        self.reference_used.append([_lrs(o) for o in self.reference_optimizers])
+        self.reference_used.append([_lrs(o, fp32) for o in self.reference_optimizers])
         for params in self.params:
             loss = sum((p * p).sum() for p in params)
             self.scaler.scale(loss).backward()
@@ -142,9 +147,9 @@ def test_the_schedule_advances_only_on_applied_steps(
 def test_each_optimizer_follows_its_own_skips() -> None:
     run = Run(SCHEDULERS["ExponentialLR"], OPTIMIZERS["adam-fused"], 2).run()
     assert [w.last_epoch for w in run.wrappers] == [12, 13]
-    first, second = (w.get_last_lr()[0].item() for w in run.wrappers)
-    assert first == pytest.approx(0.1 * 0.8**12, rel=1e-6)
-    assert second == pytest.approx(0.1 * 0.8**13, rel=1e-6)
+    first, second = (w.get_last_lr()[0] for w in run.wrappers)
+    assert first == pytest.approx(0.1 * 0.8**12, rel=1e-12)
+    assert second == pytest.approx(0.1 * 0.8**13, rel=1e-12)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd-fused", "adam-fused"])
@@ -270,19 +275,36 @@ def test_a_schedule_that_cycles_momentum_takes_the_host_path() -> None:
     assert [ours - theirs for ours, theirs in zip(run.syncs, plain, strict=True)] == [1] * STEPS
 
 
-def test_a_float_lr_of_a_fused_optimizer_becomes_a_tensor_lr() -> None:
-    def adam(params: list[torch.nn.Parameter]) -> Optimizer:
-        return torch.optim.Adam(params, lr=0.1, fused=True)
-
-    run = Run(SCHEDULERS["LinearLR"], adam, 1).run()
+def test_a_fused_optimizers_lr_becomes_a_tensor_and_the_schedule_stays_in_floats() -> None:
+    run = Run(SCHEDULERS["LinearLR"], OPTIMIZERS["adam-fused"], 1).run()
     lr = run.optimizers[0].param_groups[0]["lr"]
     assert isinstance(lr, torch.Tensor)
     assert lr.dtype == torch.float32
-    assert sum(run.syncs) == 0
-    # fp32 now, where the reference computes in Python floats.
-    for ours, theirs in zip(run.used, run.reference_used, strict=True):
-        assert ours[0] == pytest.approx(theirs[0], rel=1e-6)
-    assert run.wrappers[0].last_epoch == run.references[0].last_epoch
+    last = run.wrappers[0].get_last_lr()
+    assert last == run.references[0].get_last_lr()
+    assert type(last[0]) is float
+
+
+def test_a_fused_run_updates_the_parameters_as_the_reference_schedule_would() -> None:
+    # The same training with a plain scheduler stepped only on applied steps (which needs the
+    # host to know each skip). Not to the bit: a fused kernel given a tensor LR reads it as
+    # fp32, given a float it keeps the double in its bias-correction arithmetic.
+    run = Run(SCHEDULERS["CosineAnnealingLR"], OPTIMIZERS["adam-fused"], 1).run()
+    scaler = GradScaler("cpu", init_scale=2.0**10)
+    params = _params(0)
+    optimizer = OPTIMIZERS["adam-fused"](params)
+    plain = SCHEDULERS["CosineAnnealingLR"](optimizer)
+    for t in range(STEPS):
+        scaler.scale(sum((p * p).sum() for p in params)).backward()
+        if t in OVERFLOWS[0]:
+            params[0].grad.fill_(math.inf)
+        scaler.step(optimizer)
+        scaler.update()
+        if not scaler.step_skipped(optimizer):
+            plain.step()
+        optimizer.zero_grad()
+    for ours, theirs in zip(run.params[0], params, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
 
 
 def test_a_disabled_scaler_steps_every_time() -> None:
@@ -333,7 +355,7 @@ def test_adopting_in_place_routes_every_holder_through_the_wrapper() -> None:
         optimizer.zero_grad()
     assert scheduler.state_dict()["last_epoch"] == 4
     assert "step" not in scheduler.state_dict()
-    assert scheduler.get_last_lr()[0].item() == pytest.approx(0.1 * 0.8**4, rel=1e-6)
+    assert scheduler.get_last_lr()[0] == pytest.approx(0.1 * 0.8**4, rel=1e-12)
     assert make_skip_aware(schedules.ReduceLROnPlateau(optimizer), scaler) is None
 
 
@@ -344,7 +366,7 @@ def test_peek_last_lr_is_the_lr_in_use_and_one_read_on_cpu() -> None:
         peeked = wrapper.peek_last_lr()
     assert syncs.count == 1  # host memory on CPU; on CUDA a landed pinned copy: none
     assert peeked == _lrs(run.optimizers[0])
-    assert peeked[0] == pytest.approx(0.1 * 0.8**2, rel=1e-6)  # 5 steps, 3 skipped
+    assert peeked[0] == to_fp32(0.1 * 0.8 * 0.8)  # 5 steps, 3 skipped
 
 
 def test_peek_last_lr_on_the_host_path_reads_nothing() -> None:
@@ -353,3 +375,21 @@ def test_peek_last_lr_on_the_host_path_reads_nothing() -> None:
         peeked = run.wrappers[0].peek_last_lr()
     assert syncs.count == 0
     assert peeked == run.references[0].get_last_lr()
+
+
+def test_reloading_the_optimizer_mid_run_keeps_the_schedule_exact() -> None:
+    run = Run(SCHEDULERS["ExponentialLR"], OPTIMIZERS["adam-fused"], 1).run(steps=6)
+    optimizer = run.optimizers[0]
+    before = optimizer.param_groups[0]["lr"]
+    optimizer.load_state_dict(optimizer.state_dict())  # new LR tensor objects
+    assert optimizer.param_groups[0]["lr"] is not before
+    run.run(steps=STEPS - 6, start=6)
+    assert run.used == run.reference_used
+    assert run.wrappers[0].last_epoch == run.references[0].last_epoch == 12
+
+
+def test_a_param_group_added_later_is_a_clear_error() -> None:
+    run = Run(SCHEDULERS["StepLR"], OPTIMIZERS["adam-fused"], 1).run(steps=2)
+    run.optimizers[0].add_param_group({"params": [torch.nn.Parameter(torch.ones(2))]})
+    with pytest.raises(RuntimeError, match="param groups changed"):
+        run.wrappers[0].step()
