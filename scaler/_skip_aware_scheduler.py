@@ -49,6 +49,8 @@ WRITES_MORE_THAN_LR: tuple[str, ...] = ("cycle_momentum",)
 ROUTED_METHODS: tuple[str, ...] = ("step", "get_last_lr", "state_dict", "load_state_dict")
 #: Device steps between reads of the applied-step count (when nothing else reads it).
 DEFAULT_HORIZON = 1024
+#: Table rows the shadow computes at a time, written with one copy (one op, not one per step).
+LOOKAHEAD = 64
 
 
 class _StandInOptimizer:
@@ -263,12 +265,16 @@ class SkipAwareScheduler(LRScheduler):
         self._writes_row_only = all(
             lr.data_ptr() == self._row[0, column].data_ptr() for column, lr in enumerate(self._lrs)
         )
-        self._table = torch.empty((self._horizon + 1, len(groups)), dtype=dtype, device=device)
+        self._table = torch.empty(
+            (self._horizon + LOOKAHEAD + 1, len(groups)), dtype=dtype, device=device
+        )
         for column, lr in enumerate(last_lrs):
             self._table[0, column].fill_(lr)
         self._shadow = self._make_shadow(last_lrs)
-        #: The shadow's state at each table row (None past a schedule's end).
+        #: The shadow's state at each table row filled so far (None past a schedule's end).
         self._states: list[dict[str, Any] | None] = [_own_state(self._scheduler)]
+        #: The LRs of the last row filled, on the host.
+        self._last_row: list[float] = list(last_lrs)
         #: What the shadow raised when stepped past the schedule's end (OneCycleLR), if it did.
         self._exhausted: ValueError | None = None
         #: Applied steps since the last read, on the device, shape (1,) to index the table.
@@ -325,19 +331,15 @@ class SkipAwareScheduler(LRScheduler):
             # bring the wrapped scheduler up to date on the new ones, and start again from it.
             self.sync()
             self._setup()
-        skipped_on_host, flag = self._latest_skip()
+        skipped_on_host, applied = self._latest_skip()
         if not self._device_path:
             if skipped_on_host is None:
-                assert flag is not None
-                skipped_on_host = bool(flag.item())  # the documented fallback: one read
+                assert applied is not None
+                skipped_on_host = not applied.item()  # the documented fallback: one read
             if not skipped_on_host:
                 _step_scheduler(self._scheduler)
             return
-        if skipped_on_host is not None or flag is None:
-            applied: torch.Tensor | int = int(not skipped_on_host)
-        else:
-            applied = flag.logical_not()
-        self._step_on_device(applied)
+        self._step_on_device(applied if skipped_on_host is None else int(not skipped_on_host))
 
     def _lrs_replaced(self) -> bool:
         groups = self._scheduler.optimizer.param_groups
@@ -349,7 +351,7 @@ class SkipAwareScheduler(LRScheduler):
         return any(group["lr"] is not lr for group, lr in zip(groups, self._lrs, strict=True))
 
     def _latest_skip(self) -> tuple[bool | None, torch.Tensor | None]:
-        """(skipped, when the host knows it without a read; else the device flag)."""
+        """(skipped, when the host knows it without a read; else "applied" on the device)."""
         scaler = self._scaler
         optimizer = self._stepped
         if not scaler.is_enabled():
@@ -359,32 +361,37 @@ class SkipAwareScheduler(LRScheduler):
             if latest is None:
                 return True, None  # no step yet: nothing applied
             found_inf, known = latest
-            return known, None if known is not None else found_inf > 0
-        return None, self._scale_fell(scaler)
+            return known, None if known is not None else found_inf == 0
+        return None, self._scale_held(scaler)
 
-    def _scale_fell(self, scaler: torch.amp.GradScaler) -> torch.Tensor | None:
-        """torch's scaler: whether the scale fell since our last step (a backoff = a skip)."""
+    def _scale_held(self, scaler: torch.amp.GradScaler) -> torch.Tensor:
+        """torch's scaler: whether the scale did not fall since our last step (a backoff is a
+        skip; a clean step keeps or grows it)."""
         scale = getattr(scaler, "_scale", None)
         previous = self._previous_scale
         if previous is None:
             previous = float(getattr(scaler, "_init_scale", 2.0**16))
         if scale is None:
             self._previous_scale = previous
-            return torch.ones((), dtype=torch.bool)  # never scaled: no step applied
-        fell = scale < previous
+            return torch.zeros((), dtype=torch.bool)  # never scaled: no step applied
+        held = scale >= previous
         if isinstance(self._previous_scale, torch.Tensor):
             self._previous_scale.copy_(scale)
         else:
             self._previous_scale = scale.detach().clone()
-        return fell
+        return held
 
     def _step_on_device(self, applied: torch.Tensor | int) -> None:
         if self._unread == self._horizon:
             self.sync()  # the bounded read: keeps the table short
-        self._extend_table()
+        self._ahead += 1
+        if self._ahead == len(self._states):
+            self._fill_rows()
         self._unread += 1
         if isinstance(applied, torch.Tensor):
-            self._count.add_(applied.to(self._count.device, non_blocking=True))
+            if applied.device != self._count.device:
+                applied = applied.to(self._count.device, non_blocking=True)
+            self._count.add_(applied)
         elif applied:
             self._count.add_(1)
         torch.index_select(self._table, 0, self._count, out=self._row)
@@ -394,30 +401,35 @@ class SkipAwareScheduler(LRScheduler):
         if self._lr_peek is not None:
             self._lr_peek.enqueue(self._row[0])
 
-    def _extend_table(self) -> None:
-        """Row ``ahead + 1``: the LRs one position further, from the shadow."""
-        row = self._ahead + 1
-        if row == len(self._table):
+    def _fill_rows(self) -> None:
+        """The next ``LOOKAHEAD`` rows: the shadow's LRs and states one position further each."""
+        start = len(self._states)
+        rows: list[list[float]] = []
+        for _ in range(LOOKAHEAD):
+            if self._exhausted is None:
+                try:
+                    _step_scheduler(self._shadow)
+                except ValueError as error:
+                    # OneCycleLR refuses to step past total_steps. The shadow runs ahead of the
+                    # real schedule, which may never get there: repeat the last row, and raise
+                    # at the read if the applied steps do get there, as the plain one would.
+                    self._exhausted = error
+            if self._exhausted is None:
+                self._last_row = [group["lr"] for group in self._shadow.optimizer.param_groups]
+                self._states.append(_own_state(self._shadow))
+            else:
+                self._states.append(None)
+            rows.append(self._last_row)
+        end = start + LOOKAHEAD
+        if end > len(self._table):
             # Rows stay for steps not yet applied: the shadow is ahead by every skip so far.
-            grown = self._table.new_empty((2 * len(self._table), self._table.shape[1]))
-            grown[:row].copy_(self._table)
+            grown = self._table.new_empty((2 * end, self._table.shape[1]))
+            grown[:start].copy_(self._table[:start])
             self._table = grown
-        if self._exhausted is None:
-            try:
-                _step_scheduler(self._shadow)
-            except ValueError as error:
-                # OneCycleLR refuses to step past total_steps. Skips put the shadow ahead of
-                # the real schedule, which may never get there: keep the last row, and raise
-                # at the read if the applied steps do get there, as the plain scheduler would.
-                self._exhausted = error
-        if self._exhausted is None:
-            for column, group in enumerate(self._shadow.optimizer.param_groups):
-                self._table[row, column].fill_(group["lr"])
-            self._states.append(_own_state(self._shadow))
-        else:
-            self._table[row].copy_(self._table[row - 1])
-            self._states.append(None)
-        self._ahead = row
+        chunk = torch.tensor(rows, dtype=self._table.dtype)
+        if self._table.device.type == "cuda":
+            chunk = chunk.pin_memory()  # an asynchronous copy, whatever the driver does
+        self._table[start:end].copy_(chunk, non_blocking=True)
 
     # ----------------------------------------------------------------- host reads
 
@@ -434,11 +446,11 @@ class SkipAwareScheduler(LRScheduler):
         # A copy: loaders pop keys (LambdaLR's lr_lambdas), and a row may be loaded again.
         type(self._scheduler).load_state_dict(self._scheduler, copy.deepcopy(state))
         self._states = self._states[applied:]
-        remaining = self._ahead - applied
         if applied:
-            self._table[: remaining + 1] = self._table[applied : self._ahead + 1].clone()
+            filled = len(self._states)
+            self._table[:filled] = self._table[applied : applied + filled].clone()
             self._count.zero_()
-        self._ahead = remaining
+        self._ahead -= applied
 
     def _reset(self) -> None:
         """Start again from the wrapped scheduler's current state (after a load)."""
