@@ -85,6 +85,7 @@ class ModuleContext:
         self.imported_text = ""
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type[BaseMetadataProvider[Any]], Mapping[cst.CSTNode, Any]] = {}
+        self._lines: Mapping[cst.CSTNode, tuple[int, int]] | None = None
 
     @property
     def filter_text(self) -> str:
@@ -121,6 +122,20 @@ class ModuleContext:
         if site is not None:
             return self.resolve(PositionProvider)[site.via]
         return self.resolve(PositionProvider)[node]
+
+    def line_and_column(self, node: cst.CSTNode) -> tuple[int, int]:
+        """1-based line and column of a call, loop or function (its ``def``) without position
+        metadata when CPython's parser can say (see `linter.model._line_numbers`)."""
+        if self._lines is None:
+            from linter.model._line_numbers import line_numbers
+            from linter.model._module_index import module_index
+
+            self._lines = line_numbers(self.source, module_index(self)) or {}
+        found = self._lines.get(node) if node not in self.foreign else None
+        if found is not None:
+            return found
+        where = self.position(node.name if isinstance(node, cst.FunctionDef) else node).start
+        return where.line, where.column + 1
 
     def foreign_position(self, node: cst.CSTNode) -> tuple[str, int, int] | None:
         """(path, 1-based line, 1-based column) of a grafted node in its own file, else None."""

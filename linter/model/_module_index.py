@@ -33,6 +33,7 @@ _COLLECTED = (
     cst.Return,
     cst.Assert,
     cst.For,
+    cst.While,
     cst.AugAssign,
     cst.AsName,
     cst.NamedExpr,

@@ -468,7 +468,7 @@ class PerStepAnalysis:
         return False
 
     def _line(self, node: cst.CSTNode) -> int:
-        return self._context.position(node).start.line
+        return self._context.line_and_column(node)[0]
 
     def _reason(self, node: cst.CSTNode, depth: int, visiting: frozenset) -> str | None:
         loop: cst.CSTNode | None = None

@@ -185,12 +185,12 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
         qualname = qualified_name(index, function)
         if qualname is None:
             continue
-        where = context.position(function.name)
+        line, column = context.line_and_column(function)
         functions.append(
             FunctionRecord(
                 qualname,
-                where.start.line,
-                where.start.column + 1,
+                line,
+                column,
                 analysis.function_reason(function),
                 source := _dedented_source(context.module, function),
                 tuple(word for word in GRAFT_WORDS if word in source),
@@ -207,12 +207,12 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
             continue
         reason, open_site = analysis.call_site(call)
         cls = index.enclosing_class(call)
-        where = context.position(call)
+        line, column = context.line_and_column(call)
         calls.append(
             CallRecord(
                 callee,
-                where.start.line,
-                where.start.column + 1,
+                line,
+                column,
                 reason,
                 open_site,
                 caller,
