@@ -53,6 +53,8 @@ class LintResult:
     notes: tuple[str, ...] = ()
     #: Whether unsafe fixes count as available (``--unsafe-fixes``).
     unsafe_fixes: bool = False
+    #: How many findings ``add_noqa`` suppressed with a new noqa code.
+    noqa_added: int = 0
 
     @property
     def ok(self) -> bool:
@@ -188,6 +190,7 @@ def lint_paths(
     unsafe_fixes: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
+    add_noqa: bool = False,
 ) -> LintResult:
     """Lint files and folders (``"-"`` reads standard input, named ``stdin_filename``).
 
@@ -198,8 +201,12 @@ def lint_paths(
     files; ``diff`` computes the same changes without writing (standard input is never
     written: its fixed text is in `LintResult.changes`). ``cache_dir`` keeps results there
     (the command's default is ``.amp_lint_cache``); without it nothing is cached. ``stdin`` is
-    what ``"-"`` reads (default: standard input itself).
+    what ``"-"`` reads (default: standard input itself). ``add_noqa`` writes a noqa comment
+    for every finding instead (a baseline; standard input is not written), and cannot be
+    combined with ``fix`` or ``diff``.
     """
+    if add_noqa and (fix or diff):
+        raise ValueError("add_noqa cannot be combined with fix or diff")
     plan = _Plan.build(
         settings, select=select, ignore=ignore, extend_select=extend_select, rules=rules
     )
@@ -213,12 +220,14 @@ def lint_paths(
         [name for name in names if name != STDIN], excluder, force_exclude=force_exclude
     )
     mode = replace(plan.fix_mode(unsafe_fixes), write=not diff) if fix or diff else None
-    work = [Job(path, plan.rules_for(path), fix=mode) for path in found.files]
+    work = [Job(path, plan.rules_for(path), fix=mode, add_noqa=add_noqa) for path in found.files]
     if STDIN in names:
         shown = stdin_filename or STDIN
         if not (force_exclude and stdin_filename and excluder.excluded(stdin_filename)):
             data = sys.stdin.buffer.read() if stdin is None else stdin
-            work.append(Job(shown, plan.rules_for(shown), data, mode, on_disk=False))
+            work.append(
+                Job(shown, plan.rules_for(shown), data, mode, on_disk=False, add_noqa=add_noqa)
+            )
     cache = None
     if cache_dir is not None:
         from linter._cache import ResultCache
@@ -245,6 +254,7 @@ def lint_paths(
         changes=tuple(report.change for report in reports if report.change is not None),
         notes=tuple(note for report in reports for note in report.notes),
         unsafe_fixes=unsafe_fixes,
+        noqa_added=sum(report.noqa_added for report in reports),
     )
 
 

@@ -1,0 +1,121 @@
+"""AMP100 unused-noqa."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from linter._fix import SAFE, NodeFix
+from linter._noqa import OUR_PREFIX, comment_without_codes
+from linter._rule import Example, Finding, Findings, FindingsRule, ModuleContext
+from linter.model._noqa_sites import NoqaSite, noqa_sites
+
+
+class UnusedNoqa(FindingsRule):
+    """A `# noqa` code of amp-lint's that suppresses nothing.
+
+    ## What it does
+    Flags an amp-lint code (`AMPxxx`) in a `# noqa` comment when no finding of that code
+    starts on the comment's line — the bug was fixed, the code moved, or the code was mistyped —
+    and a code that names no amp-lint rule at all. Ruff's RUF100 for amp-lint's codes.
+
+    Only codes of rules that ran on the file to the end are judged: a code whose rule is not
+    selected, is switched off for the file (`per-file-ignores`), or failed on it, is left alone.
+    A bare `# noqa`, other tools' codes (`F841`, `E501`) and the comment's other text are never
+    reported or touched. `# amp-lint: noqa` file directives are not judged.
+
+    ## Why is this bad?
+    A suppression that outlived its finding hides the next real finding on that line: when the
+    training loop changes and the bug comes back, nobody is told. Baselines made with
+    `amp-lint --add-noqa` shrink as the old findings are fixed only if the stale codes go.
+
+    ## Example
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    print(scaler.get_scale())  # noqa: AMP001
+    ```
+
+    ## Use instead
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    print(scaler.get_scale())
+    ```
+
+    ## Fix safety
+    Safe: suppressions do not change what the program does. The fix removes the unused amp-lint
+    codes from the directive, and the directive (and the comment) when nothing else is left;
+    another tool's codes and any other text in the comment stay.
+
+    ## References
+    - ruff's `unused-noqa` (RUF100): https://docs.astral.sh/ruff/rules/unused-noqa/
+    """
+
+    code = "AMP100"
+    name = "unused-noqa"
+    summary = "a '# noqa' names an amp-lint code that suppresses nothing on its line"
+    triggers = (OUR_PREFIX,)
+    fix_availability = SAFE
+    valid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for batch in loader:
+    print(scaler.get_scale())  # noqa: AMP001
+"""
+        ),
+        Example("import os  # noqa: F401\nx = 1  # noqa\n"),
+    )
+    invalid = (
+        Example(
+            """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+print(scaler.get_scale())  # noqa: AMP001
+""",
+            (4,),
+        ),
+        Example("import torch\n\nx = torch.ones(3)  # noqa: AMP011, F841\n", (3,)),
+        Example("total = 0  # type: ignore  # noqa: AMP001\n", (1,)),
+    )
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        return "noqa" in text.lower() and OUR_PREFIX in text.upper()
+
+    def check_findings(self, context: ModuleContext, findings: Findings) -> Iterable[Finding]:
+        known = _registered_codes()
+        for line, site in sorted(noqa_sites(context).items()):
+            unused, unknown = [], []
+            for code in site.directive.codes or ():
+                upper = code.upper()
+                if not upper.startswith(OUR_PREFIX) or upper == self.code:
+                    continue
+                if upper not in known:
+                    unknown.append(code)
+                elif upper in findings.ran and (line, upper) not in findings.reported:
+                    unused.append(code)
+            if unused or unknown:
+                yield _finding(site, unused, unknown)
+
+
+def _finding(site: NoqaSite, unused: list[str], unknown: list[str]) -> Finding:
+    parts = []
+    if unused:
+        what = "is on a line without code" if site.own_line else "has no finding here"
+        parts.append(f"{', '.join(unused)} {what}")
+    if unknown:
+        parts.append(
+            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} no amp-lint code"
+        )
+    text = comment_without_codes(site.directive, [*unused, *unknown])
+    fix = NodeFix("remove the unused codes", (site.replaced(text),), SAFE)
+    return Finding(site.comment, f"unused noqa: {'; '.join(parts)}", fix=fix)
+
+
+def _registered_codes() -> frozenset[str]:
+    # The registry imports this module, so it is read when the rule runs, not when it loads.
+    from linter.rules import ALL_RULES
+
+    return frozenset(rule.code for rule in ALL_RULES)
