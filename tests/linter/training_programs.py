@@ -144,6 +144,20 @@ HOOKS = (
 )
 
 
+#: Suppressions a step may carry (used or stale, ours and other tools'), so AMP100 has noqa
+#: comments to judge; the first few name amp-lint codes (one is always drawn).
+NOQA_COMMENTS = (
+    "  # noqa: AMP001",
+    "  # noqa: AMP004, F401",
+    "  # noqa: AMP009",
+    "  # type: ignore  # noqa: AMP003 -- known",
+    "  # noqa: AMP011",
+    "  # noqa",
+    "  # noqa: F841",
+)
+AMP_NOQA_COMMENTS = NOQA_COMMENTS[:5]
+
+
 def _indent(lines: list[str]) -> list[str]:
     return ["    " + line for line in lines]
 
@@ -176,7 +190,8 @@ def block(draw: st.DrawFn, depth: int, in_loop: bool, in_function: bool) -> list
             ]
             lines.append(draw(st.sampled_from(allowed)))
         else:
-            lines.append(draw(st.sampled_from(STEP)))
+            suffix = draw(st.sampled_from(NOQA_COMMENTS)) if draw(st.booleans()) else ""
+            lines.append(draw(st.sampled_from(STEP)) + suffix)
     return lines
 
 
@@ -202,8 +217,8 @@ def training_program(draw: st.DrawFn) -> str:
 
     It always holds a bf16 origin, an fp16 model and an optimizer, an fp16 switch that brings a
     GradScaler, an autocast, a GradScaler constructor, a backward, a read of the scale, a gradient
-    clip, a ``scaler.step`` and an import of a deprecated AMP namespace (somewhere among the rest),
-    so that the real rules parse and analyse it.
+    clip, a ``scaler.step``, an import of a deprecated AMP namespace (somewhere among the rest)
+    and a noqa comment naming an amp-lint code, so that the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -232,7 +247,10 @@ def training_program(draw: st.DrawFn) -> str:
         i for i, line in enumerate(first_loop) if not line.startswith((" ", "else", "except"))
     ]
     inserts = [
-        ["scaler.scale(loss).backward()", draw(st.sampled_from(SCALE_READS))],
+        [
+            "scaler.scale(loss).backward()",
+            draw(st.sampled_from(SCALE_READS)) + draw(st.sampled_from(AMP_NOQA_COMMENTS)),
+        ],
         [draw(st.sampled_from(CLIPS))],
         ["scaler.step(optimizer)"],
     ]
