@@ -163,3 +163,17 @@ def test_a_notebook_whose_only_code_cell_does_not_parse_gives_a_note_not_an_erro
         f"{path}: cell 1 does not parse ('(' was never closed at line 2, column 30); "
         "linted without it",
     )
+
+
+def test_the_note_survives_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("solver.py").write_text(MIXED)
+    Path("train.ipynb").write_text(notebook(PASTED, TRAIN_CELL))
+    for _ in range(2):
+        assert main(["--select", "AMP001", "--statistics", "."]) == 1
+        err = capsys.readouterr().err
+        assert "amp-lint: note: solver.py: indentation mixes tabs and spaces" in err
+        assert "amp-lint: note: train.ipynb: cell 1 does not parse" in err
+    assert "2 from the cache" in err
