@@ -151,3 +151,30 @@ def test_dedented_sources_still_point_at_the_comment() -> None:
     )
     (finding,) = [d for d in lint_source(source) if d.code == "AMP100"]
     assert (finding.line, finding.column) == (3, 15)
+
+
+PROJECTS = Path(__file__).resolve().parents[1] / "fixtures" / "projects"
+
+
+@pytest.mark.parametrize("project", sorted(PROJECTS.glob("amp100_*")), ids=lambda path: path.name)
+def test_project_fixtures_report_exactly_their_marked_lines(project: Path) -> None:
+    # The marked-line format of the project fixtures, linted as a folder and file by file.
+    import re
+
+    marker = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)$")
+    expected = {
+        (path.name, number, code.strip())
+        for path in project.glob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if (match := marker.search(line))
+        for code in match[1].split(",")
+    }
+    together = lint_paths([project], jobs=1)
+    assert together.errors == ()
+    assert {(Path(d.path).name, d.line, d.code) for d in together.diagnostics} == expected
+    alone = {
+        (path.name, d.line, d.code)
+        for path in project.glob("*.py")
+        for d in lint_paths([path], jobs=1).diagnostics
+    }
+    assert alone == expected
