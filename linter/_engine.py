@@ -159,8 +159,7 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
     if later:
         findings = Findings(frozenset((d.line, d.code) for d in diagnostics), frozenset(ran))
         for rule in later:
-            check = rule.check_findings
-            found = _run_rule(context, rule, lambda c, check=check: check(c, findings), errors)
+            found = _run_rule(context, rule, _given(rule, findings), errors)
             kept.extend(d for d in found or () if not suppressions.suppresses(d))
     notes: tuple[str, ...] = ()
     if expanded is not None:
@@ -186,6 +185,15 @@ def _run_rule(
         reason = f"rule {rule.code} ({rule.name}) failed: {type(error).__name__}: {error}"
         errors.append(FileError(context.path, one_line(reason)))
         return None
+
+
+def _given(rule: FindingsRule, findings: Findings) -> Callable[[ModuleContext], Iterable[Finding]]:
+    """The rule's check with the other rules' findings bound."""
+
+    def check(context: ModuleContext) -> Iterable[Finding]:
+        return rule.check_findings(context, findings)
+
+    return check
 
 
 def _parse(text: str) -> cst.Module | str:

@@ -221,11 +221,12 @@ def _directives(comments: Iterable[Comment]) -> dict[int, frozenset[str] | None]
         for match in _NOQA.finditer(comment.text):
             if match["colon"] is None:
                 directives[comment.line] = None
-            elif (
-                match["codes"] is not None and directives.get(comment.line, frozenset()) is not None
-            ):
+            elif match["codes"] is not None:
+                known = directives.get(comment.line, frozenset())
+                if known is None:
+                    continue  # a bare noqa on the line already names every code
                 codes = frozenset(code.upper() for code in _CODE_SEPARATOR.split(match["codes"]))
-                directives[comment.line] = directives.get(comment.line, frozenset()) | codes
+                directives[comment.line] = known | codes
     return directives
 
 
