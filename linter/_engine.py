@@ -26,7 +26,7 @@ from linter._atomic_write import WriteError, write_atomically
 from linter._diagnostic import Diagnostic, FileError, RelatedLocation, one_line
 from linter._fix import SAFE, Edit, Fix, LineIndex, NodeFix, edit_spans, overlaps, shifted_offset
 from linter._indentation import ExpandedIndentation, expand_indentation
-from linter._noqa import Suppressions, noqa_directives, noqa_edits
+from linter._noqa import FileDirective, Suppressions, noqa_directives, noqa_edits
 from linter._notebook import Notebook
 from linter._rule import Finding, Findings, FindingsRule, ModuleContext, Rule
 from linter._source import (
@@ -64,6 +64,7 @@ _SAID_SERIAL: list[BaseException] = []
 #: Rounds of fixing before giving up on convergence (a fix that enables another, ...).
 MAX_FIX_ROUNDS = 10
 
+_NO_FILE = FileDirective()
 #: How a parse failure's reason starts (a rule's failure says otherwise).
 _CANNOT_PARSE = "cannot parse: "
 _LIBCST_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
@@ -153,9 +154,10 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
             ran.add(rule.code)
             diagnostics.extend(found)
     ran.update(rule.code for rule in rules if rule not in active)
-    suppressions = Suppressions.of(text)
-    kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     later = [rule for rule in active if isinstance(rule, FindingsRule)]
+    # Comments are tokenized only when there is something they might suppress.
+    suppressions = Suppressions.of(text) if diagnostics or later else Suppressions({}, _NO_FILE)
+    kept = [d for d in diagnostics if not suppressions.suppresses(d)]
     if later:
         findings = Findings(frozenset((d.line, d.code) for d in diagnostics), frozenset(ran))
         for rule in later:

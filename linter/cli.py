@@ -209,6 +209,8 @@ def _run(args: argparse.Namespace) -> int:
     fixing = args.fix or args.fix_only
     if args.add_noqa and (fixing or args.diff):
         return _usage_error("--add-noqa cannot be combined with --fix, --fix-only or --diff")
+    if args.add_noqa and STDIN in args.paths:
+        return _usage_error("--add-noqa writes files; it cannot read standard input ('-')")
     stdin_fixed = fixing and not args.diff and STDIN in args.paths
     stdin = sys.stdin.buffer.read() if stdin_fixed else None
     try:

@@ -153,3 +153,5 @@ def test_add_noqa_with_fix_is_a_usage_error(
     Path("t.py").write_text("x = 1\n")
     assert main(["--add-noqa", "--fix", "t.py"]) == 2
     assert "--add-noqa cannot be combined with --fix" in capsys.readouterr().err
+    assert main(["--add-noqa", "-"]) == 2
+    assert "--add-noqa writes files; it cannot read standard input" in capsys.readouterr().err
