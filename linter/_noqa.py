@@ -32,6 +32,7 @@ __all__ = [
     "add_codes",
     "comment_without_codes",
     "file_directive",
+    "file_noqa_comments",
     "noqa_comments",
     "noqa_directives",
     "noqa_edits",
@@ -46,7 +47,8 @@ _NOQA = re.compile(
     re.IGNORECASE,
 )
 _FILE_NOQA = re.compile(
-    r"^#\s*amp-lint\s*:\s*noqa(?:\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?\s*$",
+    r"^#\s*amp-lint\s*:\s*noqa(?:\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?"
+    r"\s*(?:#.*)?$",
     re.IGNORECASE,
 )
 _CODE_SEPARATOR = re.compile(r"[\s,]+")
@@ -149,6 +151,21 @@ def noqa_comments(text: str) -> dict[int, NoqaComment]:
             codes = tuple(part for part in _CODE_SEPARATOR.split(match["codes"]) if part)
             codes_span = match.span("codes")
         found[comment.line] = NoqaComment(comment.line, comment, codes, match.span(), codes_span)
+    return found
+
+
+def file_noqa_comments(text: str) -> list[NoqaComment]:
+    """The ``# amp-lint: noqa: CODES`` file directives that name codes, with their positions
+    (a bare one names none, so nothing in it can go stale)."""
+    found = []
+    for comment in _comments(text):
+        match = _FILE_NOQA.match(comment.text.rstrip()) if comment.own_line else None
+        if match is None or match["codes"] is None:
+            continue
+        codes = tuple(part for part in _CODE_SEPARATOR.split(match["codes"]) if part)
+        # The directive ends with its codes: a comment after them is not part of it.
+        span = (match.start(), match.end("codes"))
+        found.append(NoqaComment(comment.line, comment, codes, span, match.span("codes")))
     return found
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter._noqa import NoqaComment, noqa_comments
+from linter._noqa import NoqaComment, file_noqa_comments, noqa_comments
 from linter._rule import ModuleContext
 from linter.model._module_index import module_index, walk
 
@@ -43,14 +43,30 @@ def noqa_sites(context: ModuleContext) -> dict[int, NoqaSite]:
     return index.shared(("noqa_sites",), lambda: _sites(context))
 
 
+def file_noqa_sites(context: ModuleContext) -> list[NoqaSite]:
+    """The ``# amp-lint: noqa: CODES`` file directives, in source order."""
+    index = module_index(context)
+    return index.shared(("file_noqa_sites",), lambda: _file_sites(context))
+
+
 def _sites(context: ModuleContext) -> dict[int, NoqaSite]:
     directives = noqa_comments(context.source)
+    return {site.directive.line: site for site in _located(context, directives)}
+
+
+def _file_sites(context: ModuleContext) -> list[NoqaSite]:
+    directives = {found.line: found for found in file_noqa_comments(context.source)}
+    return sorted(_located(context, directives), key=lambda site: site.directive.line)
+
+
+def _located(context: ModuleContext, directives: dict[int, NoqaComment]) -> list[NoqaSite]:
+    """The comment nodes on the directives' lines (one comment token per line at most)."""
     if not directives:
-        return {}
-    sites: dict[int, NoqaSite] = {}
+        return []
+    sites = []
     for node in walk(context.module):
         if isinstance(node, (cst.TrailingWhitespace, cst.EmptyLine)) and node.comment is not None:
             line = context.position(node.comment).start.line
             if line in directives:
-                sites[line] = NoqaSite(directives[line], node.comment, node)
+                sites.append(NoqaSite(directives[line], node.comment, node))
     return sites

@@ -8,7 +8,15 @@ from collections.abc import Iterable
 from linter._fix import SAFE, NodeFix
 from linter._noqa import OUR_PREFIX, comment_without_codes
 from linter._rule import Example, Finding, Findings, FindingsRule, ModuleContext
-from linter.model._noqa_sites import NoqaSite, noqa_sites
+from linter.model._noqa_sites import NoqaSite, file_noqa_sites, noqa_sites
+
+#: Why a code is unused, for one code and for several: on a line of code, on a comment's own
+#: line, in a file directive.
+_WHY_UNUSED = {
+    "line": ("has no finding here", "have no finding here"),
+    "own line": ("is on a line without code", "are on a line without code"),
+    "file": ("has no finding in this file", "have no finding in this file"),
+}
 
 #: A noqa comment that names one of our codes: only files with one need parsing for AMP100
 #: ("amp" alone is in every "example").
@@ -26,7 +34,8 @@ class UnusedNoqa(FindingsRule):
     Only codes of rules that ran on the file to the end are judged: a code whose rule is not
     selected, is switched off for the file (`per-file-ignores`), or failed on it, is left alone.
     A bare `# noqa`, other tools' codes (`F841`, `E501`) and the comment's other text are never
-    reported or touched. `# amp-lint: noqa` file directives are not judged.
+    reported or touched. A file directive (`# amp-lint: noqa: AMP001`) is judged the same way
+    over the whole file: a code with no finding anywhere in it is reported.
 
     ## Why is this bad?
     A suppression that outlived its finding hides the next real finding on that line: when the
@@ -91,32 +100,51 @@ print(scaler.get_scale())  # noqa: AMP001
 
     def check_findings(self, context: ModuleContext, findings: Findings) -> Iterable[Finding]:
         known = _registered_codes()
+        by_line: dict[int, set[str]] = {}
+        for line, code in findings.reported:
+            by_line.setdefault(line, set()).add(code)
         for line, site in sorted(noqa_sites(context).items()):
-            unused, unknown = [], []
-            for code in site.directive.codes or ():
-                upper = code.upper()
-                if not upper.startswith(OUR_PREFIX) or upper == self.code:
-                    continue
-                if upper not in known:
-                    unknown.append(code)
-                elif upper in findings.ran and (line, upper) not in findings.reported:
-                    unused.append(code)
+            unused, unknown = self._stale(site, known, findings.ran, by_line.get(line, set()))
             if unused or unknown:
-                yield _finding(site, unused, unknown)
+                where = "own line" if site.own_line else "line"
+                yield _finding(site, unused, unknown, _WHY_UNUSED[where], "unused noqa")
+        anywhere = {code for _line, code in findings.reported}
+        for site in file_noqa_sites(context):
+            unused, unknown = self._stale(site, known, findings.ran, anywhere)
+            if unused or unknown:
+                yield _finding(site, unused, unknown, _WHY_UNUSED["file"], "unused file noqa")
+
+    def _stale(
+        self, site: NoqaSite, known: frozenset[str], ran: frozenset[str], found: set[str]
+    ) -> tuple[list[str], list[str]]:
+        """The directive's codes of ours that suppress nothing (their rule ran and found
+        nothing where the directive reaches), and those that name no rule."""
+        unused: list[str] = []
+        unknown: list[str] = []
+        for code in site.directive.codes or ():
+            upper = code.upper()
+            if not upper.startswith(OUR_PREFIX) or upper == self.code:
+                continue
+            if upper not in known:
+                unknown.append(code)
+            elif upper in ran and upper not in found:
+                unused.append(code)
+        return unused, unknown
 
 
-def _finding(site: NoqaSite, unused: list[str], unknown: list[str]) -> Finding:
+def _finding(
+    site: NoqaSite, unused: list[str], unknown: list[str], why: tuple[str, str], kind: str
+) -> Finding:
     parts = []
     if unused:
-        what = "is on a line without code" if site.own_line else "has no finding here"
-        parts.append(f"{', '.join(unused)} {what}")
+        parts.append(f"{', '.join(unused)} {why[len(unused) > 1]}")
     if unknown:
         parts.append(
             f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} no amp-lint code"
         )
     text = comment_without_codes(site.directive, [*unused, *unknown])
     fix = NodeFix("remove the unused codes", (site.replaced(text),), SAFE)
-    return Finding(site.comment, f"unused noqa: {'; '.join(parts)}", fix=fix)
+    return Finding(site.comment, f"{kind}: {'; '.join(parts)}", fix=fix)
 
 
 def _registered_codes() -> frozenset[str]:

@@ -102,3 +102,8 @@ class TestRemoveCodes:
     ) -> None:
         (noqa,) = noqa_comments(f"x = 1  {comment}\n").values()
         assert comment_without_codes(noqa, drop) == expected
+
+
+def test_a_file_directive_may_carry_a_comment_after_its_codes() -> None:
+    text = "# amp-lint: noqa: AMP001  # until the trainer is rewritten\nx = 1\n"
+    assert file_directive(text) == FileDirective(codes=frozenset({"AMP001"}))

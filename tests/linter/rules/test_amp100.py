@@ -178,3 +178,24 @@ def test_project_fixtures_report_exactly_their_marked_lines(project: Path) -> No
         for d in lint_paths([path], jobs=1).diagnostics
     }
     assert alone == expected
+
+
+class TestFileDirectives:
+    def test_a_file_code_with_no_finding_in_the_file_is_reported_and_fixed(self) -> None:
+        source = "# amp-lint: noqa: AMP001, AMP009  # legacy\nimport torch\n" + LOOP.format(
+            comment=""
+        ).removeprefix("import torch\n")
+        assert messages(source) == [(1, "unused file noqa: AMP009 has no finding in this file")]
+        assert fix_source(source).text.splitlines()[0] == "# amp-lint: noqa: AMP001  # legacy"
+
+    def test_a_file_directive_left_with_nothing_goes(self) -> None:
+        source = "# amp-lint: noqa: AMP009\nimport torch\nx = 1\n"
+        assert messages(source) == [(1, "unused file noqa: AMP009 has no finding in this file")]
+        assert fix_source(source).text == "\nimport torch\nx = 1\n"
+
+    def test_a_bare_file_directive_names_no_code_that_could_go_stale(self) -> None:
+        from linter._noqa import file_noqa_comments
+
+        assert file_noqa_comments("# amp-lint: noqa\nx = 1\n") == []
+        (found,) = file_noqa_comments("# amp-lint: noqa: AMP001  # why\nx = 1\n")
+        assert found.codes == ("AMP001",)
