@@ -173,6 +173,13 @@ def _entry_from_report(report: FileReport, key: str) -> dict[str, Any]:
         "key": key,
         "parsed": report.parsed,
         "errors": [error.message for error in report.errors],
+        # Notes about the file itself (a cell left out, tabs read as CPython reads them), kept
+        # without the path, which the key does not fix.
+        "notes": [
+            note.removeprefix(f"{report.path}: ")
+            for note in report.notes
+            if note.startswith(f"{report.path}: ")
+        ],
         "diagnostics": [
             {
                 "line": d.line,
@@ -208,7 +215,8 @@ def _report_from_entry(entry: Any, key: str, path: str) -> FileReport | None:
         return None
     parsed = entry["parsed"]
     errors = entry["errors"]
-    if not isinstance(parsed, bool) or not _all(errors, str):
+    notes = entry.get("notes", [])
+    if not isinstance(parsed, bool) or not _all(errors, str) or not _all(notes, str):
         return None
     diagnostics = tuple(_diagnostic(item, path) for item in entry["diagnostics"])
     return FileReport(
@@ -216,6 +224,7 @@ def _report_from_entry(entry: Any, key: str, path: str) -> FileReport | None:
         diagnostics,
         tuple(FileError(path, message) for message in errors),
         parsed=parsed,
+        notes=tuple(f"{path}: {note}" for note in notes),
         cached=True,
     )
 

@@ -10,13 +10,11 @@ cells make (see _notebook). Nothing here imports or executes the code it reads.
 from __future__ import annotations
 
 import ast
-import io
 import itertools
 import os
 import pickle
 import re
 import sys
-import tokenize
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,8 +24,11 @@ import libcst as cst
 
 from linter._atomic_write import WriteError, write_atomically
 from linter._diagnostic import Diagnostic, FileError, RelatedLocation, one_line
-from linter._fix import Edit, Fix, LineIndex, NodeFix, edit_spans, overlaps, shifted_offset
-from linter._rule import Finding, ModuleContext, Rule
+from linter._fix import SAFE, Edit, Fix, LineIndex, NodeFix, edit_spans, overlaps, shifted_offset
+from linter._indentation import ExpandedIndentation, expand_indentation
+from linter._noqa import FileDirective, Suppressions, noqa_directives, noqa_edits
+from linter._notebook import Notebook
+from linter._rule import Finding, Findings, FindingsRule, ModuleContext, Rule
 from linter._source import (
     MAX_FILE_BYTES,
     Document,
@@ -64,11 +65,9 @@ _SAID_SERIAL: list[BaseException] = []
 #: Rounds of fixing before giving up on convergence (a fix that enables another, ...).
 MAX_FIX_ROUNDS = 10
 
-_NOQA = re.compile(
-    r"#\s*noqa(?P<colon>\s*:\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*)?)?",
-    re.IGNORECASE,
-)
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_NO_FILE = FileDirective()
+#: How a parse failure's reason starts (a rule's failure says otherwise).
+_CANNOT_PARSE = "cannot parse: "
 _LIBCST_PREFIX = re.compile(r"^(?:parser|tokenizer) error: (?:error at \d+:\d+: )?")
 
 
@@ -125,6 +124,8 @@ class FileReport:
     change: Change | None = None
     #: Whether the result came from the cache.
     cached: bool = False
+    #: How many findings ``--add-noqa`` suppressed with a new noqa code.
+    noqa_added: int = 0
     #: What the result depends on besides the file: the project's summaries it consulted
     #: (their paths) and caller queries (``callers:<name>``).
     depends: tuple[str, ...] = ()
@@ -145,40 +146,148 @@ def lint_text(
             active = [rule for rule in rules if rule in active or rule.wants(f"{text}\n{imported}")]
     if not active:
         return FileReport(path)
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as error:
-        return _failed(path, f"cannot parse: {_syntax_error_reason(text, error)}", parsed=True)
-    except (RecursionError, MemoryError):
-        return _failed(path, "cannot parse: nested too deeply for the parser", parsed=True)
-    except Exception as error:  # libcst raises a few other types on odd input
-        return _failed(path, f"cannot parse: {type(error).__name__}: {error}", parsed=True)
+    parsed = _parse(text)
+    expanded: ExpandedIndentation | None = None
+    if isinstance(parsed, str) and _python_parses(text):
+        # A file CPython reads but libcst rejects: mixed tabs and spaces in indentation.
+        expanded = expand_indentation(text)
+        if expanded is not None:
+            reparsed = _parse(expanded.text)
+            parsed = parsed if isinstance(reparsed, str) else reparsed
+    if isinstance(parsed, str):
+        return _failed(path, _CANNOT_PARSE + parsed, parsed=True)
     if project is not None:
         project.reset_used()
-    context = ModuleContext(path, text, module, project)
+    context = ModuleContext(path, expanded.text if expanded else text, parsed, project)
     context.imported_text = imported
     diagnostics: list[Diagnostic] = []
     errors: list[FileError] = []
+    ran: set[str] = set()
     for rule in active:
-        try:
-            # All of a rule's findings or none: a rule that fails halfway reports only the failure.
-            found = [_to_diagnostic(context, rule, finding) for finding in rule.check(context)]
-        except Exception as error:
-            reason = f"rule {rule.code} ({rule.name}) failed: {type(error).__name__}: {error}"
-            errors.append(FileError(path, one_line(reason)))
-        else:
+        if isinstance(rule, FindingsRule):
+            continue
+        found = _run_rule(context, rule, rule.check, errors)
+        if found is not None:
+            ran.add(rule.code)
             diagnostics.extend(found)
-    if diagnostics:
-        diagnostics = _without_noqa(diagnostics, text)
+    ran.update(rule.code for rule in rules if rule not in active)
+    later = [rule for rule in active if isinstance(rule, FindingsRule)]
+    # Comments are tokenized only when there is something they might suppress.
+    suppressions = Suppressions.of(text) if diagnostics or later else Suppressions({}, _NO_FILE)
+    kept = [d for d in diagnostics if not suppressions.suppresses(d)]
+    if later:
+        findings = Findings(frozenset((d.line, d.code) for d in diagnostics), frozenset(ran))
+        for rule in later:
+            found = _run_rule(context, rule, _given(rule, findings), errors)
+            kept.extend(d for d in found or () if not suppressions.suppresses(d))
+    notes: tuple[str, ...] = ()
+    if expanded is not None:
+        kept = [_unexpanded(d, expanded) for d in kept]
+        notes = (
+            f"{path}: indentation mixes tabs and spaces; linted with tabs read as CPython "
+            "reads them (stops of 8 columns), without fixes",
+        )
     depends = tuple(sorted(project.used)) if project is not None else ()
-    return FileReport(path, tuple(sorted(diagnostics)), tuple(errors), parsed=True, depends=depends)
+    return FileReport(
+        path, tuple(sorted(kept)), tuple(errors), parsed=True, notes=notes, depends=depends
+    )
+
+
+def _run_rule(
+    context: ModuleContext,
+    rule: Rule,
+    check: Callable[[ModuleContext], Iterable[Finding]],
+    errors: list[FileError],
+) -> list[Diagnostic] | None:
+    """All of a rule's findings, or none (``None``, the failure added to ``errors``): a rule
+    that fails halfway reports only the failure."""
+    try:
+        return [_to_diagnostic(context, rule, finding) for finding in check(context)]
+    except Exception as error:
+        reason = f"rule {rule.code} ({rule.name}) failed: {type(error).__name__}: {error}"
+        errors.append(FileError(context.path, one_line(reason)))
+        return None
+
+
+def _given(rule: FindingsRule, findings: Findings) -> Callable[[ModuleContext], Iterable[Finding]]:
+    """The rule's check with the other rules' findings bound."""
+
+    def check(context: ModuleContext) -> Iterable[Finding]:
+        return rule.check_findings(context, findings)
+
+    return check
+
+
+def _parse(text: str) -> cst.Module | str:
+    """The module, or why libcst cannot parse it."""
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        return _syntax_error_reason(text, error)
+    except (RecursionError, MemoryError):
+        return "nested too deeply for the parser"
+    except Exception as error:  # libcst raises a few other types on odd input
+        return f"{type(error).__name__}: {error}"
+
+
+def _python_parses(text: str) -> bool:
+    """Whether CPython's parser accepts the text (parsed only: nothing is compiled or run)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return False
+    return True
+
+
+def _unexpanded(diagnostic: Diagnostic, expanded: ExpandedIndentation) -> Diagnostic:
+    """A finding on tab-expanded text, in the file's columns; its fix is dropped (its edits and
+    their text were computed on the expanded indentation)."""
+    return replace(
+        diagnostic,
+        column=expanded.original_column(diagnostic.line, diagnostic.column),
+        end_column=expanded.original_column(diagnostic.end_line, diagnostic.end_column),
+        related=tuple(
+            replace(r, column=expanded.original_column(r.line, r.column))
+            for r in diagnostic.related
+        ),
+        fix=None,
+    )
+
+
+def _readable(
+    path: str, document: Document, rules: Sequence[Rule], project: Project | None = None
+) -> tuple[Document, FileReport]:
+    """The document as linted and its first report: a notebook whose joined cells do not
+    parse loses the cells that do not parse alone (pasted shell output), each named in a note."""
+    report = lint_text(path, document.text, rules, project)
+    if not (isinstance(document, Notebook) and _parse_failed(report)):
+        return document, report
+    broken = document.broken_cells()
+    if not broken:
+        return document, report
+    trimmed = document.without_cells(frozenset(broken))
+    retried = lint_text(path, trimmed.text, rules, project)
+    if _parse_failed(retried):
+        return document, report
+    notes = tuple(
+        f"{path}: cell {number} does not parse ({reason}); linted without it"
+        for number, reason in broken.items()
+    )
+    return trimmed, replace(retried, notes=(*notes, *retried.notes))
+
+
+def _parse_failed(report: FileReport) -> bool:
+    return any(error.message.startswith(_CANNOT_PARSE) for error in report.errors)
 
 
 def lint_document(
     path: str, document: Document, rules: Sequence[Rule], project: Project | None = None
 ) -> FileReport:
     """Lint a module or a notebook; positions are the file's (a notebook's: cell and line)."""
-    return _presented(document, lint_text(path, document.text, rules, project))
+    document, report = _readable(path, document, rules, project)
+    return _presented(document, report)
 
 
 def lint_bytes(
@@ -188,27 +297,90 @@ def lint_bytes(
     fix: FixMode | None = None,
     *,
     on_disk: bool = False,
+    add_noqa: bool = False,
     project: Project | None = None,
 ) -> FileReport:
-    """Lint raw file contents; with ``fix``, fix them too (written back only when ``on_disk``)."""
+    """Lint raw file contents; with ``fix``, fix them too, with ``add_noqa`` suppress them
+    (written back only when ``on_disk``)."""
     try:
         document = load_document(path, data)
     except SourceError as error:
         return _failed(path, str(error), parsed=False)
+    if add_noqa:
+        return add_noqa_document(path, document, rules, on_disk=on_disk, project=project)
     if fix is None:
         return lint_document(path, document, rules, project)
     return fix_document(path, document, rules, fix, on_disk=on_disk, project=project)
 
 
 def lint_file(
-    path: str, rules: Sequence[Rule], fix: FixMode | None = None, project: Project | None = None
+    path: str,
+    rules: Sequence[Rule],
+    fix: FixMode | None = None,
+    *,
+    add_noqa: bool = False,
+    project: Project | None = None,
 ) -> FileReport:
-    """Lint one file on disk (and fix it, with ``fix``)."""
+    """Lint one file on disk (and fix it, with ``fix``; suppress its findings, ``add_noqa``)."""
     try:
         data = read_source(path)
     except SourceError as error:
         return _failed(path, str(error), parsed=False)
-    return lint_bytes(path, data, rules, fix, on_disk=True, project=project)
+    return lint_bytes(path, data, rules, fix, on_disk=True, add_noqa=add_noqa, project=project)
+
+
+def add_noqa_document(
+    path: str,
+    document: Document,
+    rules: Sequence[Rule],
+    *,
+    on_disk: bool,
+    project: Project | None = None,
+) -> FileReport:
+    """``--add-noqa``: a ``# noqa: CODE`` on the line of every finding (a baseline for old
+    code), existing codes and comments kept; written atomically, as ``--fix`` writes.
+
+    A finding on a line that cannot end in a comment (inside a multi-line string, a backslash
+    continuation, a notebook's masked IPython line) is left as it is, with a note. The findings
+    of rules about suppressions (AMP100) get no ``# noqa``: the answer there is to remove one.
+    """
+    document, report = _readable(path, document, rules, project)
+    if report.errors:
+        return _presented(document, report)
+    later = {rule.code for rule in rules if isinstance(rule, FindingsRule)}
+    wanted = [d for d in report.diagnostics if d.code not in later]
+    edits, refused = noqa_edits(document.text, wanted)
+    fitting = [edit for edit in edits if document.fix_fits(Fix(SAFE, "noqa", (edit,)))]
+    refused += [edit.line for edit in edits if edit not in fitting]
+    left = [d for d in report.diagnostics if d.code in later or d.line in refused]
+    notes = [
+        f"{_where(document.present(d))}: {d.code} not suppressed: the line cannot end in a comment"
+        for d in wanted
+        if d.line in refused
+    ]
+    unchanged = replace(
+        _presented(document, report),
+        diagnostics=tuple(sorted(document.present(d) for d in left)),
+        notes=(*report.notes, *notes),
+        noqa_added=0,
+    )
+    if not fitting:
+        return unchanged
+    new = document.apply(fitting)
+    if isinstance(_parse(new.text), str):
+        failed = FileError(path, "no # noqa added: the file would not parse with them")
+        return replace(_presented(document, report), errors=(failed,))
+    data = new.encode()
+    change = Change(path, document.file_text(document.data), new.file_text(data), data)
+    if on_disk:
+        try:
+            write_atomically(path, data, expected=document.data)
+        except WriteError as error:
+            return replace(
+                _presented(document, report), errors=(FileError(path, f"no # noqa added: {error}"),)
+            )
+    added = len(wanted) - sum(d.line in refused for d in wanted)
+    return replace(unchanged, change=change, noqa_added=added)
 
 
 def fix_document(
@@ -227,7 +399,7 @@ def fix_document(
     one fix at a time; a fix that fails alone is dropped with a note. Overlapping fixes wait for
     the next round, so two fixes of one spot are never merged blindly.
     """
-    first = lint_text(path, document.text, rules, project)
+    document, first = _readable(path, document, rules, project)
     if first.errors:
         return _presented(document, first)
     current, report = document, first
@@ -266,6 +438,7 @@ def fix_document(
             fixed.extend(current.present(d) for d in batch)
             current, report = trial, trial_report
             break
+    notes = [*first.notes, *notes]
     if current is document:
         return replace(_presented(document, report), notes=tuple(notes))
     data = current.encode()
@@ -365,6 +538,8 @@ class Job:
     fix: FixMode | None = None
     #: Whether ``path`` is a file on disk (so fixes can be written to it).
     on_disk: bool = True
+    #: Suppress the findings with noqa comments instead (``--add-noqa``).
+    add_noqa: bool = False
     #: Root of the project around the file (a key of the projects `use_projects` set).
     project_root: str | None = None
 
@@ -384,9 +559,15 @@ def run_job(job: Job) -> FileReport:
     project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
     if job.data is not None:
         return lint_bytes(
-            job.path, job.data, job.rules, job.fix, on_disk=job.on_disk, project=project
+            job.path,
+            job.data,
+            job.rules,
+            job.fix,
+            on_disk=job.on_disk,
+            add_noqa=job.add_noqa,
+            project=project,
         )
-    return lint_file(job.path, job.rules, job.fix, project)
+    return lint_file(job.path, job.rules, job.fix, add_noqa=job.add_noqa, project=project)
 
 
 class ReportCache(Protocol):
@@ -433,7 +614,9 @@ def run_jobs(
         reports[index] = report
         # A fix run's report describes a file that was (or failed to be) rewritten: not a
         # result for the bytes that were read.
-        fixing = heavy_job.fix is not None and (report.change or report.notes or report.errors)
+        fixing = (heavy_job.fix is not None or heavy_job.add_noqa) and (
+            report.change or report.notes or report.errors
+        )
         if cache is not None and key is not None and not fixing:
             cache.store(key, report, _current(heavy_job))
     return [report for report in reports if report is not None]
@@ -476,7 +659,8 @@ def _prepare(
     key = cache.key(job, data) if cache is not None else None
     if cache is not None and key is not None:
         hit = cache.load(key, job.path, _current(job))
-        if hit is not None and not (job.fix and any(job.fix.applies(d) for d in hit.diagnostics)):
+        rewrites = (job.fix and any(job.fix.applies(d) for d in hit.diagnostics)) if hit else False
+        if hit is not None and not rewrites and not (job.add_noqa and hit.diagnostics):
             return hit, None, None
     try:
         document = load_document(job.path, data)
@@ -578,50 +762,3 @@ def _to_fix(context: ModuleContext, proposal: NodeFix) -> Fix | None:
     if any((a.end_line, a.end_column) > (b.line, b.column) for a, b in itertools.pairwise(edits)):
         return None
     return Fix(proposal.applicability, proposal.message, tuple(edits))
-
-
-def _without_noqa(diagnostics: Iterable[Diagnostic], text: str) -> list[Diagnostic]:
-    """Drop findings whose line carries a ``# noqa`` for them (ruff semantics)."""
-    directives = noqa_directives(text)
-    kept = []
-    for diagnostic in diagnostics:
-        codes = directives.get(diagnostic.line, ())
-        if codes is None or diagnostic.code in codes:
-            continue
-        kept.append(diagnostic)
-    return kept
-
-
-def noqa_directives(text: str) -> dict[int, frozenset[str] | None]:
-    """Line number to the codes its ``# noqa`` names (``None``: a bare ``# noqa``, all codes).
-
-    Only real comments count, so ``"# noqa"`` inside a string suppresses nothing; a
-    ``# noqa:`` followed by no valid code is not a directive (ruff warns and ignores it).
-    """
-    directives: dict[int, frozenset[str] | None] = {}
-    for line, comment in _comments(text):
-        for match in _NOQA.finditer(comment):
-            if match["colon"] is None:
-                directives[line] = None
-            elif match["codes"] is not None and directives.get(line, frozenset()) is not None:
-                codes = frozenset(code.upper() for code in re.split(r"[\s,]+", match["codes"]))
-                directives[line] = directives.get(line, frozenset()) | codes
-    return directives
-
-
-def _comments(text: str) -> Iterable[tuple[int, str]]:
-    if "noqa" not in text.lower():
-        return []
-    try:
-        return [
-            (token.start[0], token.string)
-            for token in tokenize.generate_tokens(io.StringIO(text).readline)
-            if token.type == tokenize.COMMENT
-        ]
-    except (tokenize.TokenError, SyntaxError):
-        # libcst accepts a few programs tokenize rejects; then look at each line's text.
-        return [
-            (number, line[line.index("#") :])
-            for number, line in enumerate(_LINE_BREAK.split(text), start=1)
-            if "#" in line
-        ]

@@ -14,9 +14,11 @@ other field, the key order and the file's indentation, so a fix's diff shows onl
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
+import warnings
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -101,12 +103,41 @@ def _statement_mask(magic: str) -> str:
     return "0" if len(magic) < 2 else "0#" + magic[2:]
 
 
+def _commented(text: str) -> tuple[str, frozenset[int]]:
+    """Every line of a cell turned into a comment of the same length (a cell left out)."""
+    out: list[str] = []
+    for line in _LINE.findall(text):
+        body = line.rstrip("\r\n")
+        stripped = body.lstrip()
+        indent = body[: len(body) - len(stripped)]
+        out.append((indent + "#" + stripped[1:] if stripped else body) + line[len(body) :])
+    return "".join(out), frozenset(range(1, len(out) + 1))
+
+
+def _syntax_problem(text: str) -> str | None:
+    """Why CPython's parser rejects a cell on its own (``None``: it parses); nothing is run."""
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, "<cell>", "exec", flags=flags, dont_inherit=True)
+    except SyntaxError as error:
+        return f"{error.msg} at line {error.lineno}, column {error.offset}"
+    except (RecursionError, MemoryError, ValueError) as error:
+        return type(error).__name__
+    return None
+
+
 class Notebook:
     """A parsed ``.ipynb`` file whose code cells form one module."""
 
-    def __init__(self, document: dict[str, Any], data: bytes) -> None:
+    def __init__(
+        self, document: dict[str, Any], data: bytes, skipped: frozenset[int] = frozenset()
+    ) -> None:
         self.document = document
         self.data = data
+        #: Numbers of the code cells left out of the module (each line a comment).
+        self.skipped = skipped
         self.cells: list[CodeCell] = []
         self._starts: list[int] = []
         pieces: list[str] = []
@@ -118,7 +149,7 @@ class Notebook:
             text = "".join(source) if isinstance(source, list) else source
             added = bool(text) and not text.endswith(("\n", "\r"))
             text += "\n" if added else ""
-            masked_text, masked = mask_cell(text)
+            masked_text, masked = _commented(text) if number in skipped else mask_cell(text)
             self.cells.append(CodeCell(number, text, added, line, masked))
             self._starts.append(line)
             pieces.append(masked_text)
@@ -146,6 +177,22 @@ class Notebook:
         if problem:
             raise NotebookError(f"not a Jupyter notebook: {problem}")
         return cls(document, data)
+
+    def broken_cells(self) -> dict[int, str]:
+        """Code cells that do not parse even alone (say, pasted shell output), with why."""
+        broken = {}
+        module_lines = _LINE.findall(self.text)
+        for cell in self.cells:
+            start = cell.first_line - 1
+            lines = module_lines[start : start + len(_LINE.findall(cell.text))]
+            problem = _syntax_problem("".join(lines))
+            if problem is not None and cell.number not in self.skipped:
+                broken[cell.number] = problem
+        return broken
+
+    def without_cells(self, numbers: frozenset[int]) -> Notebook:
+        """The notebook with those code cells left out of the module (written back untouched)."""
+        return Notebook(self.document, self.data, self.skipped | numbers)
 
     def cell_at(self, line: int) -> CodeCell:
         """The code cell holding a 1-based line of the joined module."""
@@ -224,7 +271,7 @@ class Notebook:
                 text.splitlines(keepends=True) if isinstance(original["source"], list) else text
             )
             document["cells"][cell.number - 1] = {**original, "source": source}
-        return Notebook(document, self.data)
+        return Notebook(document, self.data, self.skipped)
 
     def file_text(self, data: bytes) -> str:
         """What bytes of this file read as, for a diff."""

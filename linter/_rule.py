@@ -147,6 +147,18 @@ class ModuleContext:
         return site.path, site.first_line + start.line - 1, start.column + 1
 
 
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What the other rules found in one module, suppressed findings included: the input of a
+    `FindingsRule` (a rule about the suppressions themselves)."""
+
+    #: (1-based line, code) of every finding, before noqa comments were applied.
+    reported: frozenset[tuple[int, str]]
+    #: Codes of the rules that ran on the module to the end (a rule that failed is not here:
+    #: what it would have found is unknown).
+    ran: frozenset[str]
+
+
 class Rule(abc.ABC):
     """Base class of every rule. The class docstring is the rule's documentation page.
 
@@ -194,3 +206,17 @@ class Rule(abc.ABC):
     @abc.abstractmethod
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         """Yield the findings in one module."""
+
+
+class FindingsRule(Rule):
+    """A rule whose question is about the other rules' findings (is this ``# noqa`` still
+    needed?). The engine runs it after every other rule, with their findings (`Findings`), and
+    applies ``# noqa`` to its own findings too."""
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        """Nothing without the other rules' findings; see `check_findings`."""
+        return ()
+
+    @abc.abstractmethod
+    def check_findings(self, context: ModuleContext, findings: Findings) -> Iterable[Finding]:
+        """Yield the findings in one module, given what the other rules found in it."""

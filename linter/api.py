@@ -56,6 +56,8 @@ class LintResult:
     notes: tuple[str, ...] = ()
     #: Whether unsafe fixes count as available (``--unsafe-fixes``).
     unsafe_fixes: bool = False
+    #: How many findings ``add_noqa`` suppressed with a new noqa code.
+    noqa_added: int = 0
 
     @property
     def ok(self) -> bool:
@@ -214,6 +216,7 @@ def lint_paths(
     cache_dir: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
     project: bool = True,
+    add_noqa: bool = False,
 ) -> LintResult:
     """Lint files and folders (``"-"`` reads standard input, named ``stdin_filename``).
 
@@ -227,8 +230,12 @@ def lint_paths(
     what ``"-"`` reads (default: standard input itself). With ``project`` (the default) each
     file is linted against the project around it — the folder holding the nearest
     ``pyproject.toml``/``setup.cfg``/``setup.py``/``.git`` — so a file gets the same findings
-    alone as in a run over the whole tree.
+    alone as in a run over the whole tree. ``add_noqa`` writes a noqa comment for every finding
+    instead (a baseline; standard input is not written), and cannot be combined with ``fix`` or
+    ``diff``.
     """
+    if add_noqa and (fix or diff):
+        raise ValueError("add_noqa cannot be combined with fix or diff")
     plan = _Plan.build(
         settings, select=select, ignore=ignore, extend_select=extend_select, rules=rules
     )
@@ -255,7 +262,7 @@ def lint_paths(
     requested = [name for name in names if name != STDIN]
     roots = _projects(plan, excluder, requested, on_disk, cache_folder, jobs) if project else {}
     work = [
-        Job(path, plan.rules_for(path), fix=mode, project_root=roots.get(path))
+        Job(path, plan.rules_for(path), fix=mode, project_root=roots.get(path), add_noqa=add_noqa)
         for path in found.files
     ]
     if stdin_data is not None:
@@ -267,6 +274,7 @@ def lint_paths(
                 mode,
                 on_disk=False,
                 project_root=roots.get(stdin_filename or ""),
+                add_noqa=add_noqa,
             )
         )
     cache = None
@@ -295,6 +303,7 @@ def lint_paths(
         changes=tuple(report.change for report in reports if report.change is not None),
         notes=tuple(note for report in reports for note in report.notes),
         unsafe_fixes=unsafe_fixes,
+        noqa_added=sum(report.noqa_added for report in reports),
     )
 
 

@@ -1,7 +1,8 @@
 """The `amp-lint` command: parse arguments, run the linter, choose the exit code.
 
 Exit codes follow ruff: 0 clean, 1 findings, 2 a usage or configuration error, or a file that
-could not be read or parsed (the other files are still linted and reported).
+could not be read or parsed (the other files are still linted and reported). ``--exit-zero``
+makes findings and unreadable files exit 0; usage and configuration errors still exit 2.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="amp-lint",
         description="Find fp16 mixed-precision (AMP) pitfalls in PyTorch training code.",
         epilog="Exit status: 0 no findings, 1 findings, 2 usage, configuration, read or parse "
-        "error. Settings come from the nearest pyproject.toml with a [tool.amp-lint] table. "
-        "'amp-lint server' starts the language server instead (a folder named server: "
-        "./server).",
+        "error (--exit-zero: 0 unless usage or configuration). Settings come from the nearest "
+        "pyproject.toml with a [tool.amp-lint] table. 'amp-lint server' starts the language "
+        "server instead (a folder named server: ./server).",
     )
     parser.add_argument(
         "paths",
@@ -69,7 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=sorted(FORMATS),
         default="text",
-        help="output format (default: text)",
+        help="output format (default: text): text, json, sarif (GitHub code scanning), github "
+        "(Actions annotations), gitlab (Code Quality report), junit (JUnit XML)",
+    )
+    parser.add_argument(
+        "--output-file",
+        "-o",
+        metavar="FILE",
+        help="write the report (--format's output, or --statistics) to FILE instead of "
+        "standard output",
     )
     parser.add_argument(
         "--select",
@@ -93,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         "skipped by the pre-filter and taken from the cache",
     )
     parser.add_argument(
-        "--exit-zero", action="store_true", help="exit 0 even when there are findings"
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 even when there are findings or files that could not be read or parsed "
+        "(usage and configuration errors still exit 2)",
     )
     parser.add_argument(
         "--config",
@@ -154,6 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fixes.add_argument(
         "--show-fixes", action="store_true", help="list the findings that fixes removed"
+    )
+    fixes.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="write '# noqa: CODE' on the line of every finding (a baseline for old code; "
+        "existing codes and comments are kept, files replaced atomically as by --fix) and exit "
+        "0; AMP100 later reports the codes that no longer suppress anything",
     )
     cache = parser.add_argument_group(
         "cache",
@@ -246,6 +265,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.explain is not None:
         return _explain(args.explain)
     fixing = args.fix or args.fix_only
+    if args.add_noqa and (fixing or args.diff):
+        return _usage_error("--add-noqa cannot be combined with --fix, --fix-only or --diff")
+    if args.add_noqa and STDIN in args.paths:
+        return _usage_error("--add-noqa writes files; it cannot read standard input ('-')")
     stdin_fixed = fixing and not args.diff and STDIN in args.paths
     stdin = sys.stdin.buffer.read() if stdin_fixed else None
     try:
@@ -263,6 +286,7 @@ def _run(args: argparse.Namespace) -> int:
             diff=args.diff,
             unsafe_fixes=args.unsafe_fixes,
             stdin=stdin,
+            add_noqa=args.add_noqa,
             cache_dir=None
             if args.no_cache
             else cache_location(args.cache_dir, settings.cache_dir, settings.root),
@@ -277,6 +301,8 @@ def _run(args: argparse.Namespace) -> int:
         print("amp-lint: warning: No Python files found under the given paths", file=sys.stderr)
     if args.diff:
         return _report_diff(result)
+    if args.add_noqa:
+        return _report_add_noqa(result, args.exit_zero)
     if stdin_fixed:
         # As ruff: the fixed source goes to stdout (an editor replaces the buffer with it), so
         # the findings left go to stderr.
@@ -286,13 +312,20 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(changed[0] if changed else stdin or b"")
         sys.stdout.flush()
     out = sys.stderr if stdin_fixed else sys.stdout
+    report = ""
     if args.statistics:
-        out.write(format_statistics(result, ALL_RULES))
+        report = format_statistics(result, ALL_RULES)
         sys.stderr.write(format_file_counts(result))
     elif not args.fix_only:
-        out.write(FORMATS[args.format](result, ALL_RULES))
+        report = FORMATS[args.format](result, ALL_RULES)
     if args.show_fixes and args.format == "text":
-        out.write(format_fixes(result))
+        report += format_fixes(result)
+    if args.output_file is not None:
+        problem = _write_report(args.output_file, report)
+        if problem is not None:
+            return _usage_error(problem)
+    else:
+        out.write(report)
     for note in result.notes:
         print(f"amp-lint: note: {note}", file=sys.stderr)
     for error in result.errors:
@@ -306,11 +339,35 @@ def _run(args: argparse.Namespace) -> int:
             hint = fix_hint(result)
             if hint:
                 print(hint, file=sys.stderr)
+    if args.exit_zero:
+        return EXIT_CLEAN
     if result.errors:
         return EXIT_ERROR
-    if result.diagnostics and not args.exit_zero and not args.fix_only:
+    if result.diagnostics and not args.fix_only:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _write_report(path: str, report: str) -> str | None:
+    """Write the report to ``--output-file``; the one-line reason when that fails."""
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            stream.write(report)
+    except OSError as error:
+        return f"--output-file: cannot write {path}: {error.strerror or error}"
+    return None
+
+
+def _report_add_noqa(result: LintResult, exit_zero: bool) -> int:
+    """``--add-noqa``: say how many codes were written (as ruff does); exit 0 unless a file
+    could not be read, parsed or written."""
+    for note in result.notes:
+        print(f"amp-lint: note: {note}", file=sys.stderr)
+    for error in result.errors:
+        print(format_error(error), file=sys.stderr)
+    added = result.noqa_added
+    print(f"Added # noqa for {added} finding{'s' if added != 1 else ''}.", file=sys.stderr)
+    return EXIT_ERROR if result.errors and not exit_zero else EXIT_CLEAN
 
 
 def _report_diff(result: LintResult) -> int:

@@ -2,15 +2,20 @@
 
 ``text`` is ruff's and flake8's ``path:line:col: CODE message``; ``json`` is for scripts;
 ``sarif`` is SARIF 2.1.0 as GitHub code scanning ingests it; ``github`` is GitHub Actions
-workflow commands, which annotate a pull request without uploading anything.
+workflow commands, which annotate a pull request without uploading anything; ``gitlab`` is
+GitLab's Code Quality report (a merge request shows the findings it adds and resolves);
+``junit`` is JUnit XML, which most CI systems show as failed tests.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import inspect
 import json
 import os
+import re
+import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -342,10 +347,152 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+#: Line and cell numbers in a message ("the loop at line 14"): they move with any edit above,
+#: so a fingerprint leaves them out.
+_MOVING_NUMBERS = re.compile(r"\b(line|cell) \d+")
+#: GitLab Code Quality severities: every finding is a bug that breaks or slows training.
+GITLAB_SEVERITY = "major"
+
+
+def format_gitlab(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
+    """A GitLab Code Quality report: a JSON list of issues with stable fingerprints.
+
+    GitLab compares a merge request's report with the target branch's by fingerprint, so a
+    fingerprint must not change when unrelated lines move: it hashes the path, the code, the
+    message without line numbers and the text of the reported line, never a position; equal
+    findings in one file are told apart by their order.
+    """
+    lines = _SourceLines()
+    seen: Counter[str] = Counter()
+    issues: list[dict[str, Any]] = []
+    for d in result.diagnostics:
+        key = "\0".join(
+            (
+                _relative(d.path),
+                d.code,
+                _MOVING_NUMBERS.sub(r"\1 #", d.message),
+                lines.text(d.path, d.cell, d.line).strip(),
+            )
+        )
+        seen[key] += 1
+        fingerprint = hashlib.sha256(f"{key}\0{seen[key]}".encode()).hexdigest()
+        issues.append(
+            {
+                "description": f"{_cell_prefix(d)}{d.code} {one_line(d.message)}",
+                "check_name": d.code,
+                "fingerprint": fingerprint,
+                "severity": GITLAB_SEVERITY,
+                "location": {
+                    "path": _relative(d.path),
+                    "lines": {"begin": d.line, "end": max(d.end_line, d.line)},
+                },
+            }
+        )
+    for error in result.errors:
+        key = f"{_relative(error.path)}\0file-error\0{error.message}"
+        issues.append(
+            {
+                "description": f"could not be checked: {error.message}",
+                "check_name": "file-error",
+                "fingerprint": hashlib.sha256(key.encode()).hexdigest(),
+                "severity": "blocker",
+                "location": {"path": _relative(error.path), "lines": {"begin": 1}},
+            }
+        )
+    return json.dumps(issues, indent=2) + "\n"
+
+
+def format_junit(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
+    """JUnit XML: one test suite per file with findings or errors, one failed test case per
+    finding, an errored one per file that could not be checked; a clean run is one passed
+    test case (CI systems show an empty report as "no tests")."""
+    by_path: dict[str, list[Diagnostic]] = {}
+    for d in result.diagnostics:
+        by_path.setdefault(d.path, []).append(d)
+    errors: dict[str, list[FileError]] = {}
+    for error in result.errors:
+        errors.setdefault(error.path, []).append(error)
+    root = ET.Element(
+        "testsuites",
+        name="amp-lint",
+        tests=str(max(1, len(result.diagnostics) + len(result.errors))),
+        failures=str(len(result.diagnostics)),
+        errors=str(len(result.errors)),
+    )
+    for path in sorted({*by_path, *errors}):
+        found, failed = by_path.get(path, []), errors.get(path, [])
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=path,
+            tests=str(len(found) + len(failed)),
+            failures=str(len(found)),
+            errors=str(len(failed)),
+        )
+        for d in found:
+            case = ET.SubElement(
+                suite, "testcase", name=f"{d.code} {d.name}".strip(), classname=path, file=path
+            )
+            case.set("line", str(d.line))
+            failure = ET.SubElement(case, "failure", message=one_line(d.message), type=d.code)
+            failure.text = f"{location(d)}: {d.code} {one_line(d.message)}"
+        for error in failed:
+            case = ET.SubElement(suite, "testcase", name="file-error", classname=path, file=path)
+            ET.SubElement(case, "error", message=error.message, type="file-error")
+    if not by_path and not errors:
+        suite = ET.SubElement(root, "testsuite", name="amp-lint", tests="1", failures="0")
+        ET.SubElement(suite, "testcase", name="no findings", classname="amp-lint")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+class _SourceLines:
+    """The text of a reported line, read from the file once per path (empty when the file
+    cannot be read again: standard input, a file removed since)."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, dict[int, list[str]]] = {}
+
+    def text(self, path: str, cell: int, line: int) -> str:
+        if path not in self._files:
+            self._files[path] = _cells_lines(path)
+        lines = self._files[path].get(cell, [])
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _cells_lines(path: str) -> dict[int, list[str]]:
+    """Cell number (``0`` for a module) to its lines."""
+    from linter._notebook import Notebook
+    from linter._source import SourceError, load_document, read_source
+
+    try:
+        document = load_document(path, read_source(path))
+    except (SourceError, OSError):
+        return {}
+    if isinstance(document, Notebook):
+        return {cell.number: cell.text.splitlines() for cell in document.cells}
+    return {0: document.text.splitlines()}
+
+
+def _relative(path: str) -> str:
+    """The path relative to the current folder (GitLab wants paths from the project root),
+    with ``/`` separators; a path outside it stays as given."""
+    absolute = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(absolute, os.getcwd())
+    except ValueError:
+        return path
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return path.replace(os.sep, "/")
+    return relative.replace(os.sep, "/")
+
+
 #: Format name to the function that renders it (``--format``).
 FORMATS: dict[str, Callable[[LintResult, Sequence[type[Rule]]], str]] = {
     "text": format_text,
     "json": format_json,
     "sarif": format_sarif,
     "github": format_github,
+    "gitlab": format_gitlab,
+    "junit": format_junit,
 }

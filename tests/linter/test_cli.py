@@ -47,10 +47,30 @@ def test_unparsable_file_exits_2_and_others_are_still_reported(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (project / "broken.py").write_text("print(\n")
-    assert main(["--exit-zero", "."]) == 2
+    assert main(["."]) == 2
     out, err = capsys.readouterr()
     assert out == "train.py:2:5: TST001 print called\n"
     assert err.splitlines()[0].startswith("amp-lint: error: broken.py: cannot parse: ")
+
+
+def test_exit_zero_covers_unparsable_files_and_still_reports_them(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ruff's semantics: --exit-zero exits 0 whatever was found, files it could not parse too.
+    (project / "broken.py").write_text("print(\n")
+    assert main(["--exit-zero", "."]) == 0
+    out, err = capsys.readouterr()
+    assert out == "train.py:2:5: TST001 print called\n"
+    assert err.splitlines()[0].startswith("amp-lint: error: broken.py: cannot parse: ")
+
+
+def test_exit_zero_does_not_hide_usage_or_configuration_errors(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--exit-zero", "--select", "NOPE999", "."]) == 2
+    (project / "pyproject.toml").write_text("[tool.amp-lint]\nselect = 3\n")
+    assert main(["--exit-zero", "."]) == 2
+    assert "amp-lint: error:" in capsys.readouterr().err
 
 
 def test_missing_path_exits_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,10 +57,10 @@ def test_noqa_silences_a_finding_on_its_line() -> None:
     assert [(d.line, d.column, d.code) for d in lint_source(source)] == [(4, 11, "AMP001")]
 
 
-def test_the_real_cli_lists_explains_and_selects_by_prefix_all_ten_rules(capsys) -> None:
+def test_the_real_cli_lists_explains_and_selects_by_prefix_all_rules(capsys) -> None:
     from linter.cli import main
 
-    codes = [f"AMP{n:03d}" for n in range(1, 11)]
+    codes = [*(f"AMP{n:03d}" for n in range(1, 11)), "AMP100"]
     assert main(["--list-rules"]) == 0
     assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == codes
     for code in codes:
