@@ -29,7 +29,14 @@ from linter.model._dotted_names import dotted_name
 from linter.model._imports import ModuleFiles
 from linter.model._module_index import MAX_CALL_DEPTH, module_index
 from linter.model._per_step import GENERIC_METHOD_NAMES
-from linter.model._summary import CallRecord, ClassRecord, ModuleSummary, qualified_name
+from linter.model._summary import (
+    CallRecord,
+    ClassRecord,
+    ModuleSummary,
+    constructed_receivers,
+    qualified_name,
+    receiver_type,
+)
 
 #: How many re-exports deep a name is followed (``from .engine import train`` in an
 #: ``__init__.py`` that another module imports from).
@@ -237,6 +244,12 @@ class Project:
                 if sub_record is not None and rest in sub_record.methods:
                     targets.append(FunctionRef(sub_path, f"{sub}.{rest}"))
             return targets
+        if record.receiver_type is not None and rest:
+            # `trainer = Trainer(cfg)` ... `trainer.train_step(...)`: that class's method.
+            owner = self.class_of(path, record.receiver_type)
+            if owner is not None:
+                method = self.method(*owner, callee.rpartition(".")[2])
+                return [method] if method is not None else []
         resolved = self.resolve(path, callee)
         if isinstance(resolved, FunctionRef):
             return [resolved]
@@ -424,9 +437,10 @@ class Project:
         function = index.enclosing_function(call)
         caller = qualified_name(index, function) if function is not None else ""
         cls = index.enclosing_class(call)
-        record = CallRecord(
-            callee, 0, 0, None, False, caller or "", cls.name.value if cls else None
-        )
+        owner = cls.name.value if cls is not None else None
+        constructed = index.shared(constructed_receivers, lambda: constructed_receivers(index))
+        receiver = receiver_type(index, constructed, call, function, cls)
+        record = CallRecord(callee, 0, 0, None, False, caller or "", owner, receiver)
         targets = [t for t in self.call_targets(path, record) if t.path != path]
         if len(targets) != 1:
             return None

@@ -26,7 +26,7 @@ from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events, scale reads, dtype casts and checkpoint loads, scalers, autocasts.
@@ -79,6 +79,10 @@ class CallRecord:
     caller: str
     #: The class around ``caller``, for ``self.`` calls.
     caller_class: str | None = None
+    #: For ``x.m()`` / ``self.x.m()``: the callee of the one call whose result ``x`` holds
+    #: (``Trainer`` of ``x = Trainer(cfg)``, or of ``self.x = Trainer(cfg)`` in the class), so the
+    #: project can tell which class's ``m`` runs.
+    receiver_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +201,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
             )
         )
     calls = []
+    constructed = constructed_receivers(index)
     for call in index.nodes(cst.Call):
         callee = dotted_name(call.func)
         if callee is None:
@@ -217,6 +222,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
                 open_site,
                 caller,
                 cls.name.value if cls is not None else None,
+                receiver_type(index, constructed, call, function, cls),
             )
         )
     return ModuleSummary(
@@ -281,6 +287,47 @@ def _sys_path_inserts(index: Any) -> Iterator[str]:
         value = call.args[-1].value
         if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
             yield value.evaluated_value
+
+
+def constructed_receivers(index: Any) -> dict[tuple[cst.CSTNode | None, str], str | None]:
+    """(scope, dotted target) -> the callee of the call assigned to it, when every assignment
+    of it in that scope assigns a call of one callee (``None`` when they differ or one is not a
+    call). The scope is the function for plain names, the class for ``self.x``."""
+    found: dict[tuple[cst.CSTNode | None, str], str | None] = {}
+    for assign in index.nodes(cst.Assign):
+        value = assign.value
+        callee = dotted_name(value.func) if isinstance(value, cst.Call) else None
+        for target in assign.targets:
+            name = dotted_name(target.target)
+            if name is None:
+                continue
+            if name.startswith("self."):
+                scope: cst.CSTNode | None = index.enclosing_class(assign)
+            else:
+                scope = index.enclosing_function(assign)
+            key = (scope, name)
+            found[key] = callee if found.get(key, callee) == callee else None
+    return found
+
+
+def receiver_type(
+    index: Any,
+    constructed: dict[tuple[cst.CSTNode | None, str], str | None],
+    call: cst.Call,
+    function: cst.FunctionDef | None,
+    cls: cst.ClassDef | None,
+) -> str | None:
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    receiver = dotted_name(func.value)
+    if receiver is None or receiver in ("self", "cls"):
+        return None
+    if receiver.startswith("self.") and receiver.count(".") == 1:
+        return constructed.get((cls, receiver))
+    if "." not in receiver:
+        return constructed.get((function, receiver))
+    return None
 
 
 #: Longest value source kept for a module-level constant.
