@@ -27,6 +27,7 @@ from linter._rule import FIX_AVAILABILITIES, NO_FIX, Example, Rule, RuleOption
 from linter._selection import enabled_rules
 from linter.api import fix_source
 from linter.config import Settings
+from linter.model._across_files import ACROSS_FILES
 from linter.rules import ALL_RULES
 
 logger = logging.getLogger(__name__)
@@ -247,6 +248,9 @@ def render_rule_page(rule: type[Rule]) -> str:
             "Also the rule's own test cases: none of these may be reported.",
         )
     )
+    across = ACROSS_FILES.get(rule.code)
+    if across:
+        parts.append(f"## Across files\n\n{across} See [](../../explanation/project-model.md).\n")
     showcase = fix_showcase(rule)
     _check_fix_metadata(rule, showcase)
     if showcase is not None:
