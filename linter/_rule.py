@@ -127,10 +127,10 @@ class ModuleContext:
         """1-based line and column of a call, loop or function (its ``def``) without position
         metadata when CPython's parser can say (see `linter.model._line_numbers`)."""
         if self._lines is None:
-            from linter.model._line_numbers import line_numbers
+            from linter.model._line_numbers import line_numbers_cached
             from linter.model._module_index import module_index
 
-            self._lines = line_numbers(self.source, module_index(self)) or {}
+            self._lines = line_numbers_cached(self.source, module_index(self)) or {}
         found = self._lines.get(node) if node not in self.foreign else None
         if found is not None:
             return found

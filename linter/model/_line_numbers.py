@@ -13,6 +13,7 @@ back to the metadata.
 from __future__ import annotations
 
 import ast
+import textwrap
 import warnings
 from collections.abc import Mapping
 
@@ -43,6 +44,8 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
         found.setdefault(type(node), []).append(node)
     lines = text.splitlines()
     positions: dict[cst.CSTNode, tuple[int, int]] = {}
+    ends = _ENDS.setdefault(id(index), {})
+    ends.clear()
     for cst_type, ast_types in _PAIRS:
         ours = index.nodes(cst_type)
         theirs = sorted(
@@ -54,7 +57,38 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
         for mine, other in zip(ours, theirs, strict=True):
             line = other.lineno  # type: ignore[attr-defined]
             positions[mine] = (line, _column(lines, line, other.col_offset) + 1)  # type: ignore[attr-defined]
+            if cst_type is cst.FunctionDef:
+                ends[mine] = other.end_lineno or line  # type: ignore[attr-defined]
     return positions
+
+
+#: id(index) -> function -> its last line, filled by `line_numbers` (see `function_source`).
+_ENDS: dict[int, dict[cst.CSTNode, int]] = {}
+
+
+def function_source(text: str, index: ModuleIndex, function: cst.FunctionDef) -> str | None:
+    """The function's lines from ``def`` to its end, dedented (decorators left out), when the
+    line map has it: slicing the text costs nothing next to rendering the node."""
+    positions = line_numbers_cached(text, index)
+    ends = _ENDS.get(id(index), {})
+    if positions is None or function not in ends:
+        return None
+    start = positions[function][0]
+    return textwrap.dedent("\n".join(text.splitlines()[start - 1 : ends[function]])) + "\n"
+
+
+_CACHE: dict[int, tuple[ModuleIndex, Mapping[cst.CSTNode, tuple[int, int]] | None]] = {}
+
+
+def line_numbers_cached(
+    text: str, index: ModuleIndex
+) -> Mapping[cst.CSTNode, tuple[int, int]] | None:
+    """`line_numbers` of ``index``, computed once while that index is the last one asked."""
+    found = _CACHE.get(0)
+    if found is None or found[0] is not index:
+        _CACHE[0] = (index, line_numbers(text, index))
+        found = _CACHE[0]
+    return found[1]
 
 
 def _column(lines: list[str], line: int, offset: int) -> int:

@@ -21,6 +21,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._dotted_names import dotted_name
+from linter.model._line_numbers import function_source
 from linter.model._module_index import module_index
 from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
@@ -196,7 +197,8 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
                 line,
                 column,
                 analysis.function_reason(function),
-                source := _dedented_source(context.module, function),
+                source := function_source(context.source, index, function)
+                or _dedented_source(context.module, function),
                 tuple(word for word in GRAFT_WORDS if word in source),
             )
         )
