@@ -76,7 +76,7 @@ class ModuleContext:
         #: The project around this module (summaries of its other modules), or None when the
         #: module is linted alone.
         self.project = project
-        #: Local call -> the function of another module grafted under it (see `Project.graft`).
+        #: Local call -> the function of another module grafted under it (see ``Project.graft``).
         self.grafts: dict[cst.Call, cst.FunctionDef | None] = {}
         #: Node of a grafted function -> where it really is.
         self.foreign: dict[cst.CSTNode, ForeignSite] = {}
