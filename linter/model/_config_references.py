@@ -493,6 +493,7 @@ class _References:
         value = string_value(self._constants.resolve(node))
         if value is not None:
             return value
+        node = self._bound(node)
         if isinstance(node, cst.Call) and last_part(dotted_name(node.func) or "") == "join":
             parts = [arg.value for arg in node.args]
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):

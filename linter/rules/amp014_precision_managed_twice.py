@@ -332,8 +332,8 @@ scaler = torch.amp.GradScaler("cuda")
             if _bound_name(index, call) in handed_names or switched(index, paths, call):
                 continue
             for engine in engines:
-                if (engine.scales or engine.framework == DEEPSPEED_ENGINE) and not paths.exclusive(
-                    call, engine.node
+                if (engine.scales or engine.framework == DEEPSPEED_ENGINE) and _together(
+                    paths, call, engine
                 ):
                     yield Finding(
                         call, _scaler_message(context, call, engine), related=_related(engine)
@@ -368,9 +368,15 @@ def _entered_around(
     }
     for engine in engines:
         names = set(engine.names) | {f"{name}.forward" for name in engine.names}
-        if called & names and not paths.exclusive(call, engine.node):
+        if called & names and _together(paths, call, engine):
             return engine
     return None
+
+
+def _together(paths: PathFacts, node: cst.CSTNode, engine: PrecisionEngine) -> bool:
+    """Some run builds the engine and reaches ``node`` (neither is in an arm that excludes or
+    leaves before the other)."""
+    return paths.may_precede(engine.node, node) or paths.may_precede(node, engine.node)
 
 
 def _bound_name(index: ModuleIndex, call: cst.Call) -> str | None:
