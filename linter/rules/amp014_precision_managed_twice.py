@@ -20,9 +20,9 @@ from linter.model._precision_engines import (
 from linter.model._scaler_receivers import scaler_receivers
 
 _WHAT_EACH_DOES = {
-    "DeepSpeed": "casts the model and {scales}steps in its own optimizer (`engine.backward`, "
-    "`engine.step`), so a torch scaler beside it scales gradients the engine never unscales, "
-    "or nothing at all",
+    "DeepSpeed": "casts the model, {scales}steps in its own optimizer (`engine.backward`, "
+    "`engine.step`): a second scaler multiplies gradients the engine never divides back, or "
+    "only adds a sync",
     "Accelerate": "builds its own GradScaler, scales the loss in `accelerator.backward()` and "
     "unscales in the prepared optimizer's `step()`, so a second scaler scales twice",
     "Lightning": "keeps its own GradScaler in the precision plugin and scales every "
@@ -398,7 +398,7 @@ def _short(context: ModuleContext, node: cst.CSTNode) -> str:
 def _scaler_message(context: ModuleContext, call: cst.Call, engine: PrecisionEngine) -> str:
     line = context.position(engine.node).start.line
     does = _WHAT_EACH_DOES[engine.framework].format(
-        scales="scales the loss and " if engine.scales else ""
+        scales="scales the loss and " if engine.scales else "and "
     )
     return (
         f"`{_short(context, call)}` adds torch loss scaling on top of the {engine.framework} "

@@ -237,3 +237,17 @@ def test_there_are_config_fixtures_of_every_kind() -> None:
     for shape in ("deepspeed_json", "accelerate_yaml", "lightning_cli_yaml", "hydra_yaml"):
         assert any(f"_pos_{shape}" in name for name in names), shape
         assert any(f"_neg_{shape}" in name for name in names), shape
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def test_the_example_reads_its_deepspeed_config_and_reports_scaler_and_autocast() -> None:
+    result = lint_paths([EXAMPLES / "deepspeed_fp16_with_torch_amp.py"], jobs=1)
+    found = [(d.line, d.code) for d in result.diagnostics]
+    assert found == [(33, "AMP014"), (36, "AMP014")]
+    assert all(
+        "`fp16.enabled: true` in ds_config_fp16.json, line 9" in d.message
+        for d in result.diagnostics
+    )
+    assert not lint_paths([EXAMPLES / "deepspeed_fp16.py"], jobs=1).diagnostics

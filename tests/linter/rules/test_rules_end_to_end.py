@@ -13,6 +13,8 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 EXPECTED_EXAMPLE_FINDINGS = {
     ("clip_before_unscale.py", 27, "AMP003"),
     ("bf16_autocast_with_grad_scaler.py", 32, "AMP010"),
+    ("deepspeed_fp16_with_torch_amp.py", 33, "AMP014"),
+    ("deepspeed_fp16_with_torch_amp.py", 36, "AMP014"),
     ("deprecated_cuda_amp_api.py", 16, "AMP004"),
     ("deprecated_cuda_amp_api.py", 42, "AMP004"),
     ("finetune_bf16_checkpoint_in_fp16.py", 30, "AMP002"),
