@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # (types-PyYAML is not a dependency)
 
 from linter.model._bf16_origins import BF16, FP16, FP32
 

@@ -363,7 +363,8 @@ class _References:
         if not (isinstance(files, list) and files and all(isinstance(f, str) for f in files)):
             self._discovered(call, LIGHTNING_CLI_READER, LIGHTNING_CLI)
             return
-        configs, consulted = [], []
+        configs: list[ConfigFile] = []
+        consulted: list[str] = []
         for spelled in files:
             config, tried = self._resolve(spelled)
             consulted.extend(tried)
@@ -421,7 +422,7 @@ class _References:
         name = dotted_name(node)
         for assign in self._index.nodes(cst.Assign):
             for target in assign.targets:
-                inner = target.target
+                inner: cst.BaseExpression = target.target
                 while isinstance(inner, cst.Subscript):
                     inner = inner.value
                 if inner is not target.target and dotted_name(inner) == name:

@@ -129,7 +129,7 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
             picked = {facts.precision for facts in every}
             if picked != {FP16} and picked != {BF16}:
                 continue
-            precision = picked.pop()
+            precision: str = picked.pop() or ""
             framework = ACCELERATE_ENGINE if shape == ACCELERATE else LIGHTNING_ENGINE
             config, setting = reference.configs[0], every[0].evidence[0]
             source = _describe(context, config, setting)
@@ -158,15 +158,15 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
             continue
         value = constants.resolve(argument.value)
         literal = _literal(value)
-        precision = precision_of(literal)
-        if precision not in (FP16, BF16):
+        picks = precision_of(literal)
+        if picks not in (FP16, BF16) or picks is None:
             continue
         framework = ACCELERATE_ENGINE if qualified in ACCELERATORS else LIGHTNING_ENGINE
         source = f"`{keyword_name}={literal!r}`".replace("'", '"')
         declared = constants.describe(argument.value)
         if declared is not None:
             source += f" (the default of {declared})"
-        found.append(PrecisionEngine(call, framework, precision, precision == FP16, source))
+        found.append(PrecisionEngine(call, framework, picks, picks == FP16, source))
     return sorted(found, key=lambda engine: index.order.get(engine.node, 0))
 
 
@@ -183,14 +183,13 @@ def _engine_names(index: ModuleIndex, call: cst.Call) -> tuple[str, ...]:
     ``engine = deepspeed.initialize(...)[0]``."""
     parent = index.parent.get(call)
     first_of_tuple = True
-    if isinstance(parent, cst.SubscriptElement | cst.Subscript):
-        subscript = parent if isinstance(parent, cst.Subscript) else index.parent.get(parent)
-        parent, first_of_tuple = index.parent.get(subscript), False
+    if isinstance(parent, cst.Subscript) and parent.value is call:
+        parent, first_of_tuple = index.parent.get(parent), False
     if not isinstance(parent, cst.Assign):
         return ()
     names = []
     for target in parent.targets:
-        inner = target.target
+        inner: cst.BaseExpression = target.target
         if isinstance(inner, cst.Tuple | cst.List) and first_of_tuple and inner.elements:
             inner = inner.elements[0].value
         name = dotted_name(inner)

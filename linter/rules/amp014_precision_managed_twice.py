@@ -341,15 +341,15 @@ scaler = torch.amp.GradScaler("cuda")
                     break
         deepspeed = [e for e in engines if e.framework == DEEPSPEED_ENGINE and not e.torch_autocast]
         for autocast in ModuleAutocasts(index, aliases).sites if deepspeed else ():
-            call = autocast.node
-            if autocast.disabled or not isinstance(call, cst.Call):
+            entered = autocast.node
+            if autocast.disabled or not isinstance(entered, cst.Call):
                 continue
-            if aliases.qualify(dotted_name(call.func) or "") not in AUTOCAST_SIGNATURES:
+            if aliases.qualify(dotted_name(entered.func) or "") not in AUTOCAST_SIGNATURES:
                 continue
-            engine = _entered_around(index, paths, call, deepspeed)
-            if engine is not None and not switched(index, paths, call):
+            around = _entered_around(index, paths, entered, deepspeed)
+            if around is not None and not switched(index, paths, entered):
                 yield Finding(
-                    call, _autocast_message(context, call, engine), related=_related(engine)
+                    entered, _autocast_message(context, entered, around), related=_related(around)
                 )
 
 
