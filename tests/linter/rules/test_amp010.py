@@ -354,12 +354,12 @@ def test_every_shipped_config_picking_bf16_is_a_verdict(tmp_path: Path) -> None:
         finding.message
     )
     assert [(r.line, r.message) for r in finding.related] == [
+        (10, "bf16 autocast"),
         (
             5,
             "loads conf/precision/bf16.yaml, conf/precision/bf16_long.yaml: `precision.name` is "
             "bf16 in each",
         ),
-        (10, "bf16 autocast"),
     ]
 
 
