@@ -90,7 +90,7 @@ _MAX_DISCOVERED = 40
 class ConfigReference:
     """One place where the module's code loads a config."""
 
-    #: The Python node that names it (the call, the decorated function, the dict literal).
+    #: The Python node that names it (the call, the ``@hydra.main(...)`` decorator).
     node: cst.CSTNode
     #: Who reads it: one of the ``*_READER`` constants.
     reader: str
@@ -308,7 +308,7 @@ class _References:
         names = (params[0].name.value,) if params else ()
         if folder is None or name is None or self._folder is None:
             self.found.append(
-                ConfigReference(function, HYDRA_READER, None, names=names, scope=function)
+                ConfigReference(decorator, HYDRA_READER, None, names=names, scope=function)
             )
             return
         base = (self._folder / folder).resolve()
@@ -317,7 +317,7 @@ class _References:
         if primary is None:
             self.found.append(
                 ConfigReference(
-                    function,
+                    decorator,
                     HYDRA_READER,
                     name,
                     names=names,
@@ -345,7 +345,7 @@ class _References:
                 groups.append((group.lstrip("/"), options))
         self.found.append(
             ConfigReference(
-                function,
+                decorator,
                 HYDRA_READER,
                 name,
                 tuple(configs),
