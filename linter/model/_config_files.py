@@ -351,7 +351,9 @@ def parse_config_text(text: str, loader: str) -> dict[str, Any]:
         elif loader == "toml":
             data = tomllib.loads(text)
         else:
+            # An empty YAML file is a valid empty config (Hydra's `none.yaml` group options).
             data = yaml.safe_load(text)
+            data = {} if data is None else data
     except (ValueError, yaml.YAMLError, RecursionError) as error:
         raise ValueError(" ".join(str(error).split())[:200] or type(error).__name__) from None
     if not isinstance(data, dict):

@@ -190,3 +190,8 @@ def test_project_root_is_the_nearest_folder_with_a_marker(tmp_path: Path) -> Non
     module = tmp_path / "src" / "pkg" / "train.py"
     module.write_text("", encoding="utf-8")
     assert project_root(module) == tmp_path.resolve()
+
+
+def test_an_empty_yaml_file_is_an_empty_config(tmp_path: Path) -> None:
+    config = read_config(write(tmp_path, "none.yaml", "# no callbacks\n"))
+    assert (config.data, config.note) == ({}, None)
