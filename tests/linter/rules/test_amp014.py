@@ -3,7 +3,6 @@ engines that already manage precision, from arguments, dict literals and config 
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
@@ -12,16 +11,6 @@ from rule_runner import run_rule, run_rule_related
 
 from linter.api import lint_paths
 from linter.rules import PrecisionManagedTwice
-
-PROJECTS = Path(__file__).resolve().parents[1] / "fixtures" / "projects"
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)$")
-#: The project fixtures whose findings this module's own model already sees (one module reads
-#: its configs); the cross-module ones wait for the project-wide model.
-SINGLE_MODULE_PROJECTS = sorted(
-    path
-    for path in PROJECTS.glob("amp01[04]_*")
-    if path.is_dir() and "cross_module" not in path.name
-)
 
 
 def lines(source: str) -> list[int]:
@@ -206,37 +195,6 @@ def test_deepspeed_json_file_beside_the_module(tmp_path: Path) -> None:
     assert "`fp16.enabled: true` in zero2.json, line 3" in result.diagnostics[0].message
     (module.parent / "zero2.json").write_text('{"fp16": {"enabled": false}}', encoding="utf-8")
     assert not lint_paths([module], jobs=1, select=["AMP014"]).diagnostics
-
-
-def expected_in(folder: Path) -> set[tuple[str, int, str]]:
-    found = set()
-    for path in sorted(folder.rglob("*.py")):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            match = EXPECT.search(line)
-            if match:
-                found |= {(path.name, number, c.strip()) for c in match.group(1).split(",")}
-    return found
-
-
-@pytest.mark.parametrize("folder", SINGLE_MODULE_PROJECTS, ids=lambda path: path.name)
-def test_config_project_fixtures_report_exactly_the_marked_lines(folder: Path) -> None:
-    whole = lint_paths([folder], jobs=1)
-    assert not whole.errors
-    found = {(Path(d.path).name, d.line, d.code) for d in whole.diagnostics}
-    assert found == expected_in(folder)
-    alone = {
-        (Path(d.path).name, d.line, d.code)
-        for path in sorted(folder.rglob("*.py"))
-        for d in lint_paths([path], jobs=1).diagnostics
-    }
-    assert alone == found
-
-
-def test_there_are_config_fixtures_of_every_kind() -> None:
-    names = {path.name for path in SINGLE_MODULE_PROJECTS}
-    for shape in ("deepspeed_json", "accelerate_yaml", "lightning_cli_yaml", "hydra_yaml"):
-        assert any(f"_pos_{shape}" in name for name in names), shape
-        assert any(f"_neg_{shape}" in name for name in names), shape
 
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
