@@ -254,3 +254,25 @@ def switched(index: ModuleIndex, paths: PathFacts, node: cst.CSTNode) -> bool:
             return True
         child = ancestor
     return False
+
+
+def beside(index: ModuleIndex, node: cst.CSTNode, engine: PrecisionEngine) -> bool:
+    """``node`` belongs to the run the engine trains: both in one function (or both at module
+    level), in methods of one class, in a function that calls the one building the engine, or —
+    for Lightning — in a LightningModule the module trains. Two unrelated functions of one file
+    (a benchmark comparing native AMP with Accelerate) are not."""
+    here, there = index.enclosing_function(node), index.enclosing_function(engine.node)
+    if here is there:
+        return True
+    owner = index.enclosing_class(node)
+    if owner is not None and owner is index.enclosing_class(engine.node):
+        return True
+    if here is not None and there is not None:
+        callers = index.calls_named(there.name.value) + index.calls_named("." + there.name.value)
+        if any(here in set(index.ancestors(call)) for call in callers):
+            return True
+    return (
+        engine.framework == LIGHTNING_ENGINE
+        and owner is not None
+        and any((dotted_name(base.value) or "").endswith("LightningModule") for base in owner.bases)
+    )

@@ -14,6 +14,7 @@ from linter.model._path_facts import PathFacts, path_facts
 from linter.model._precision_engines import (
     DEEPSPEED_ENGINE,
     PrecisionEngine,
+    beside,
     precision_engines,
     switched,
 )
@@ -333,7 +334,7 @@ scaler = torch.amp.GradScaler("cuda")
                 continue
             for engine in engines:
                 if (engine.scales or engine.framework == DEEPSPEED_ENGINE) and _together(
-                    paths, call, engine
+                    index, paths, call, engine
                 ):
                     yield Finding(
                         call, _scaler_message(context, call, engine), related=_related(engine)
@@ -368,14 +369,18 @@ def _entered_around(
     }
     for engine in engines:
         names = set(engine.names) | {f"{name}.forward" for name in engine.names}
-        if called & names and _together(paths, call, engine):
+        if called & names and _together(index, paths, call, engine):
             return engine
     return None
 
 
-def _together(paths: PathFacts, node: cst.CSTNode, engine: PrecisionEngine) -> bool:
+def _together(
+    index: ModuleIndex, paths: PathFacts, node: cst.CSTNode, engine: PrecisionEngine
+) -> bool:
     """Some run builds the engine and reaches ``node`` (neither is in an arm that excludes or
-    leaves before the other)."""
+    leaves before the other), and ``node`` belongs to that engine's training (`beside`)."""
+    if not beside(index, node, engine):
+        return False
     return paths.may_precede(engine.node, node) or paths.may_precede(node, engine.node)
 
 

@@ -209,3 +209,38 @@ def test_the_example_reads_its_deepspeed_config_and_reports_scaler_and_autocast(
         for d in result.diagnostics
     )
     assert not lint_paths([EXAMPLES / "deepspeed_fp16.py"], jobs=1).diagnostics
+
+
+def test_a_scaler_in_an_unrelated_function_of_the_file_is_left_alone() -> None:
+    source = """\
+    import torch
+    from accelerate import Accelerator
+
+    def bench_accelerate(model, batch):
+        accelerator = Accelerator(mixed_precision="fp16")
+        model = accelerator.prepare(model)
+        accelerator.backward(model(batch).loss)
+
+    def bench_native_amp(model, batch):
+        scaler = torch.amp.GradScaler("cuda")
+        scaler.scale(model(batch).loss).backward()
+    """
+    assert lines(source) == []
+
+
+def test_a_scaler_in_the_function_that_builds_the_engine_through_a_helper() -> None:
+    source = """\
+    import deepspeed
+    import torch
+
+    def build_engine(model):
+        engine, optimizer, _, _ = deepspeed.initialize(
+            model=model, config={"train_batch_size": 8, "fp16": {"enabled": True}}
+        )
+        return engine, optimizer
+
+    def train(model, loader):
+        engine, optimizer = build_engine(model)
+        scaler = torch.amp.GradScaler("cuda")
+    """
+    assert lines(source) == [12]
