@@ -531,7 +531,10 @@ class _References:
             return None, ()
         tried = []
         for base in dict.fromkeys((self._folder, self._root or self._folder)):
-            candidate = (base / spelled).resolve()
+            try:
+                candidate = (base / spelled).resolve()
+            except (OSError, ValueError):  # an embedded NUL, a symlink loop
+                return None, tuple(tried)
             tried.append(str(candidate))
             if self._inside(candidate) is not None:
                 return read_config(candidate), tuple(tried)
@@ -539,9 +542,12 @@ class _References:
 
     def _inside(self, candidate: Path) -> Path | None:
         """``candidate`` when it is a file in the project (or the module's folder)."""
-        candidate = candidate.resolve()
         limit = self._root or self._folder
-        if limit is None or not candidate.is_file() or not candidate.is_relative_to(limit):
+        try:
+            candidate = candidate.resolve()
+            if limit is None or not candidate.is_file() or not candidate.is_relative_to(limit):
+                return None
+        except (OSError, ValueError):
             return None
         return candidate
 

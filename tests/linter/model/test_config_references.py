@@ -131,7 +131,9 @@ def test_path_joined_onto_the_modules_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "spelled", ["missing.json", "/etc/ds.json", "../outside.json"], ids=["absent", "abs", "up"]
+    "spelled",
+    ["missing.json", "/etc/ds.json", "../outside.json", "ds\\0.json"],
+    ids=["absent", "abs", "up", "nul"],
 )
 def test_unresolvable_paths_are_unknown(tmp_path: Path, spelled: str) -> None:
     (tmp_path / "outside.json").write_text(DS_BF16, encoding="utf-8")
