@@ -73,7 +73,8 @@ _MODEL_METHODS = frozenset({"forward", "generate", "__call__"})
 
 #: Text a file with a finding must contain: an fp16 switch, and a sign of training.
 _FP16_TEXT = re.compile(
-    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)",
+    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)"
+    r"|Accelerator\s*\(",
     re.IGNORECASE,
 )
 _TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")

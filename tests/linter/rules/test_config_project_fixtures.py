@@ -17,7 +17,7 @@ EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)$")
 #: The config fixtures; the cross-module ones wait for the project-wide model.
 SINGLE_MODULE_PROJECTS = sorted(
     path
-    for prefix in ("amp002", "amp010", "amp014")
+    for prefix in ("amp002", "amp008", "amp010", "amp014")
     for path in PROJECTS.glob(f"{prefix}_*")
     if path.is_dir() and "cross_module" not in path.name
 )
