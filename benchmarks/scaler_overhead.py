@@ -8,6 +8,11 @@ left out because they are identical in all three variants and only add noise. Th
 in one process, in rotating order, repeated; the table shows the median time with no scaler,
 the median *added* time of each scaler (paired per round), their ratio (ours / torch: below 1
 means ours adds less) and the device-to-host syncs per iteration.
+
+A second table times the LR schedule on top: torch's scaler with a plain scheduler stepped every
+iteration (which advances on skipped steps too) against ours with ``SkipAwareScheduler``: the
+host time of one ``scheduler.step()`` (median per round; ratio ours / torch), and whole
+iterations with scaler and schedule over the no-scaler baseline (ratio ours / torch).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from scaler import GradScaler, SyncCounter
+from scaler import GradScaler, SkipAwareScheduler, SyncCounter
 
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]] = {
     "sgd-foreach": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, foreach=True),
@@ -31,7 +36,14 @@ OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer
 class Workload:
     """A model of ``n_tensors`` parameters, its optimizer and (optionally) a scaler."""
 
-    def __init__(self, n_tensors: int, optimizer: str, scaler: str, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        n_tensors: int,
+        optimizer: str,
+        scaler: str,
+        device: str = "cpu",
+        schedule: bool = False,
+    ) -> None:
         torch.manual_seed(0)
         self.device = torch.device(device)
         self.params = [
@@ -49,6 +61,18 @@ class Workload:
             "ours+monitoring": lambda: GradScaler(device, min_scale=1.0, below_one="warn"),
         }[scaler]
         self.scaler = self.scaler() if self.scaler else None
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+        #: Host time spent in ``scheduler.step()`` (on CUDA: launching its kernels, not running
+        #: them; those are in the whole-iteration time).
+        self.schedule_seconds = 0.0
+        if schedule:
+            # A recursive-form schedule (each step reads the current LR), as most are.
+            plain = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=10**6)
+            self.scheduler = (
+                SkipAwareScheduler(plain, self.scaler)
+                if isinstance(self.scaler, GradScaler)
+                else plain
+            )
 
     def iteration(self) -> None:
         for param, grad in zip(self.params, self.grads, strict=True):
@@ -62,6 +86,10 @@ class Workload:
         if self.monitored:  # what a loop that logs every step would call, all sync-free
             self.scaler.step_skipped(self.optimizer)
             self.scaler.peek_scale()
+        if self.scheduler is not None:
+            start = time.perf_counter()
+            self.scheduler.step()
+            self.schedule_seconds += time.perf_counter() - start
 
     def time_per_iteration(self, iterations: int) -> float:
         self._wait_for_device()
@@ -104,6 +132,76 @@ def measure(
     }
     syncs = {name: workloads[name].syncs_per_iteration() for name in variants}
     return {"base": base, "added": added, "syncs": syncs}
+
+
+#: The schedule table's variants: (scaler, with a scheduler).
+SCHEDULE_VARIANTS: dict[str, tuple[str, bool]] = {
+    "none": ("none", False),
+    "torch": ("torch", False),
+    "torch+plain": ("torch", True),
+    "ours": ("ours", False),
+    "ours+skip-aware": ("ours", True),
+}
+
+
+def measure_schedules(
+    n_tensors: int, optimizer: str, rounds: int, iterations: int, device: str = "cpu"
+) -> dict[str, object]:
+    """Interleaved like ``measure``; each variant's median time added over no scaler."""
+    workloads = {
+        name: Workload(n_tensors, optimizer, scaler, device, schedule)
+        for name, (scaler, schedule) in SCHEDULE_VARIANTS.items()
+    }
+    for workload in workloads.values():
+        workload.time_per_iteration(3)
+    variants = tuple(workloads)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    step_samples: dict[str, list[float]] = {name: [] for name in ("torch+plain", "ours+skip-aware")}
+    for round_ in range(rounds):
+        shift = round_ % len(variants)
+        for name in variants[shift:] + variants[:shift]:
+            workloads[name].schedule_seconds = 0.0
+            samples[name].append(workloads[name].time_per_iteration(iterations))
+            if name in step_samples:
+                step_samples[name].append(workloads[name].schedule_seconds / iterations)
+    added = {
+        name: statistics.median(s - b for s, b in zip(samples[name], samples["none"], strict=True))
+        for name in variants[1:]
+    }
+    steps = {name: statistics.median(values) for name, values in step_samples.items()}
+    syncs = {name: workloads[name].syncs_per_iteration() for name in variants}
+    return {"added": added, "steps": steps, "syncs": syncs}
+
+
+def _ratio(ours: float, theirs: float) -> float:
+    return ours / theirs if theirs > 0 else float("nan")
+
+
+def print_schedule_table(args: argparse.Namespace) -> None:
+    header = (
+        f"{'optimizer':<13} {'tensors':>7} {'plain step':>10} {'skip-aware':>10} "
+        f"{'sched ours/torch':>16} {'total ours/torch':>16} {'syncs torch/ours':>16}"
+    )
+    print()
+    print("LR schedule: torch scaler + plain scheduler vs ours + SkipAwareScheduler")
+    print(header)
+    print("-" * len(header))
+    for optimizer in args.optimizers:
+        for size in args.sizes:
+            result = measure_schedules(size, optimizer, args.rounds, args.iterations, args.device)
+            added, syncs = result["added"], result["syncs"]
+            plain_step = result["steps"]["torch+plain"]
+            skip_aware_step = result["steps"]["ours+skip-aware"]
+            sync_columns = "/".join(
+                f"{syncs[name] - syncs['none']:.0f}" for name in ("torch+plain", "ours+skip-aware")
+            )
+            print(
+                f"{optimizer:<13} {size:>7} {plain_step * 1e6:>8.0f}us "
+                f"{skip_aware_step * 1e6:>8.0f}us {_ratio(skip_aware_step, plain_step):>16.2f} "
+                f"{_ratio(added['ours+skip-aware'], added['torch+plain']):>16.2f} "
+                f"{sync_columns:>16}",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ratios['ours+monitoring']:>9.2f} {sync_columns:>20}",
                 flush=True,
             )
+    print_schedule_table(args)
     return 0
 
 

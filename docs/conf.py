@@ -39,7 +39,11 @@ extensions = [
 
 # The commands whose every argument must appear on a page (page_coverage fails the build if one
 # does not): ``module:function`` returning the command's argparse parser, subcommands followed.
-ampscale_commands = ["linter.cli:build_parser", "scaler.cli:build_parser"]
+ampscale_commands = [
+    "linter.cli:build_parser",
+    "linter.cli:build_server_parser",
+    "scaler.cli:build_parser",
+]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 # _snippets holds text included into several pages; it is not a page of its own.

@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ CACHE_FOLDER = ".amp_lint_cache"
 #: Environment variable naming the cache folder.
 CACHE_ENV = "AMP_LINT_CACHE_DIR"
 #: Bumped whenever the entry layout changes.
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 
 _CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -52,7 +52,7 @@ def cache_location(explicit: str | None, configured: str | None, root: str | Non
     )
 
 
-def _code_fingerprint() -> str:
+def code_fingerprint() -> str:
     """The linter's own source files, by size and modification time: an edited rule (in a
     development install, where the version stays the same) must not reuse old results."""
     package = Path(__file__).resolve().parent
@@ -71,7 +71,7 @@ class ResultCache:
 
     def __init__(self, folder: str) -> None:
         self.folder = Path(folder)
-        self._code = _code_fingerprint()
+        self._code = code_fingerprint()
         self._settings: dict[tuple[int, ...], str] = {}
         self._ready = False
         self._broken = False
@@ -85,20 +85,34 @@ class ResultCache:
         digest.update(data)
         return digest.hexdigest()
 
-    def load(self, key: str, path: str) -> FileReport | None:
-        """The stored report for ``key``, as ``path``'s; None when missing or not trustworthy."""
+    def load(
+        self, key: str, path: str, current: Callable[[str], str] | None = None
+    ) -> FileReport | None:
+        """The stored report for ``key``, as ``path``'s; None when missing, not trustworthy, or
+        when a summary it depended on has changed (``current`` gives a dependency's hash now)."""
         try:
             with open(self._entry(key), "rb") as stream:
                 entry = json.loads(stream.read())
+            depends = entry["depends"]
+            if not isinstance(depends, dict):
+                return None
+            for dependency, digest in depends.items():
+                if current is None or current(dependency) != digest:
+                    return None
             return _report_from_entry(entry, key, path)
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return None
 
-    def store(self, key: str, report: FileReport) -> None:
-        """Save ``report`` (best effort: a cache that cannot be written only costs speed)."""
-        if self._broken or report.cached:
+    def store(
+        self, key: str, report: FileReport, current: Callable[[str], str] | None = None
+    ) -> None:
+        """Save ``report`` (best effort: a cache that cannot be written only costs speed),
+        with the hashes of what it depended on."""
+        if self._broken or report.cached or (report.depends and current is None):
             return
-        entry = json.dumps(_entry_from_report(report, key), separators=(",", ":"))
+        record = _entry_from_report(report, key)
+        record["depends"] = {d: current(d) for d in report.depends} if current else {}
+        entry = json.dumps(record, separators=(",", ":"))
         try:
             self._prepare()
             target = self._entry(key)
@@ -168,7 +182,7 @@ def _entry_from_report(report: FileReport, key: str) -> dict[str, Any]:
                 "name": d.name,
                 "end": [d.end_line, d.end_column],
                 "cell": d.cell,
-                "related": [[r.line, r.column, r.message, r.cell] for r in d.related],
+                "related": [[r.line, r.column, r.message, r.cell, r.path] for r in d.related],
                 "fix": None
                 if d.fix is None
                 else {
@@ -229,10 +243,10 @@ def _diagnostic(item: dict[str, Any], path: str) -> Diagnostic:
     )
 
 
-def _related(line: Any, column: Any, message: Any, cell: Any) -> RelatedLocation:
-    if not _all((line, column, cell), int) or not isinstance(message, str):
+def _related(line: Any, column: Any, message: Any, cell: Any, path: Any) -> RelatedLocation:
+    if not _all((line, column, cell), int) or not _all((message, path), str):
         raise TypeError("bad related location")
-    return RelatedLocation(line, column, message, cell)
+    return RelatedLocation(line, column, message, cell, path)
 
 
 def _fix(item: dict[str, Any]) -> Fix:

@@ -25,6 +25,9 @@ class RelatedLocation:
     message: str
     #: The notebook cell holding the site (``0``: not a notebook).
     cell: int = 0
+    #: The file holding the site, relative to the project root, when it is another file
+    #: (``""``: the diagnostic's own file).
+    path: str = ""
 
 
 @total_ordering

@@ -18,7 +18,7 @@ import re
 import sys
 import tokenize
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -37,6 +37,7 @@ from linter._source import (
     load_document,
     read_source,
 )
+from linter.model._project import Project
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -124,11 +125,24 @@ class FileReport:
     change: Change | None = None
     #: Whether the result came from the cache.
     cached: bool = False
+    #: What the result depends on besides the file: the project's summaries it consulted
+    #: (their paths) and caller queries (``callers:<name>``).
+    depends: tuple[str, ...] = ()
 
 
-def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
-    """Lint decoded Python source with already-configured rule instances."""
+def lint_text(
+    path: str, text: str, rules: Sequence[Rule], project: Project | None = None
+) -> FileReport:
+    """Lint decoded Python source with already-configured rule instances; ``project`` is the
+    project around the file (its other modules' summaries), when there is one."""
     active = [rule for rule in rules if rule.wants(text)]
+    imported = ""
+    if project is not None:
+        # Events and values of the modules it imports may enter its analyses: their text
+        # counts for the pre-filter too.
+        imported = project.imported_text(os.path.abspath(path))
+        if imported:
+            active = [rule for rule in rules if rule in active or rule.wants(f"{text}\n{imported}")]
     if not active:
         return FileReport(path)
     try:
@@ -139,7 +153,10 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
         return _failed(path, "cannot parse: nested too deeply for the parser", parsed=True)
     except Exception as error:  # libcst raises a few other types on odd input
         return _failed(path, f"cannot parse: {type(error).__name__}: {error}", parsed=True)
-    context = ModuleContext(path, text, module)
+    if project is not None:
+        project.reset_used()
+    context = ModuleContext(path, text, module, project)
+    context.imported_text = imported
     diagnostics: list[Diagnostic] = []
     errors: list[FileError] = []
     for rule in active:
@@ -153,12 +170,15 @@ def lint_text(path: str, text: str, rules: Sequence[Rule]) -> FileReport:
             diagnostics.extend(found)
     if diagnostics:
         diagnostics = _without_noqa(diagnostics, text)
-    return FileReport(path, tuple(sorted(diagnostics)), tuple(errors), parsed=True)
+    depends = tuple(sorted(project.used)) if project is not None else ()
+    return FileReport(path, tuple(sorted(diagnostics)), tuple(errors), parsed=True, depends=depends)
 
 
-def lint_document(path: str, document: Document, rules: Sequence[Rule]) -> FileReport:
+def lint_document(
+    path: str, document: Document, rules: Sequence[Rule], project: Project | None = None
+) -> FileReport:
     """Lint a module or a notebook; positions are the file's (a notebook's: cell and line)."""
-    return _presented(document, lint_text(path, document.text, rules))
+    return _presented(document, lint_text(path, document.text, rules, project))
 
 
 def lint_bytes(
@@ -168,6 +188,7 @@ def lint_bytes(
     fix: FixMode | None = None,
     *,
     on_disk: bool = False,
+    project: Project | None = None,
 ) -> FileReport:
     """Lint raw file contents; with ``fix``, fix them too (written back only when ``on_disk``)."""
     try:
@@ -175,21 +196,29 @@ def lint_bytes(
     except SourceError as error:
         return _failed(path, str(error), parsed=False)
     if fix is None:
-        return lint_document(path, document, rules)
-    return fix_document(path, document, rules, fix, on_disk=on_disk)
+        return lint_document(path, document, rules, project)
+    return fix_document(path, document, rules, fix, on_disk=on_disk, project=project)
 
 
-def lint_file(path: str, rules: Sequence[Rule], fix: FixMode | None = None) -> FileReport:
+def lint_file(
+    path: str, rules: Sequence[Rule], fix: FixMode | None = None, project: Project | None = None
+) -> FileReport:
     """Lint one file on disk (and fix it, with ``fix``)."""
     try:
         data = read_source(path)
     except SourceError as error:
         return _failed(path, str(error), parsed=False)
-    return lint_bytes(path, data, rules, fix, on_disk=True)
+    return lint_bytes(path, data, rules, fix, on_disk=True, project=project)
 
 
 def fix_document(
-    path: str, document: Document, rules: Sequence[Rule], mode: FixMode, *, on_disk: bool
+    path: str,
+    document: Document,
+    rules: Sequence[Rule],
+    mode: FixMode,
+    *,
+    on_disk: bool,
+    project: Project | None = None,
 ) -> FileReport:
     """Apply fixes round by round until none applies (at most `MAX_FIX_ROUNDS`).
 
@@ -198,7 +227,7 @@ def fix_document(
     one fix at a time; a fix that fails alone is dropped with a note. Overlapping fixes wait for
     the next round, so two fixes of one spot are never merged blindly.
     """
-    first = lint_text(path, document.text, rules)
+    first = lint_text(path, document.text, rules, project)
     if first.errors:
         return _presented(document, first)
     current, report = document, first
@@ -215,7 +244,7 @@ def fix_document(
         if not batch:
             break
         while batch:
-            trial, trial_report, problem = _try_fixes(path, current, rules, batch)
+            trial, trial_report, problem = _try_fixes(path, current, rules, batch, project)
             if problem is not None and len(batch) > 1:
                 batch = batch[:1]
                 continue
@@ -256,7 +285,11 @@ def fix_document(
 
 
 def _try_fixes(
-    path: str, current: Document, rules: Sequence[Rule], batch: Sequence[Diagnostic]
+    path: str,
+    current: Document,
+    rules: Sequence[Rule],
+    batch: Sequence[Diagnostic],
+    project: Project | None = None,
 ) -> tuple[Document, FileReport, str | None]:
     """The document with ``batch`` applied, its lint report, and why it is unusable (if so)."""
     trial = current.apply([edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]
@@ -268,7 +301,7 @@ def _try_fixes(
         trial.encode()
     except UnicodeEncodeError as error:
         return trial, FileReport(path), f"the fixed code cannot be encoded as {error.encoding}"
-    report = lint_text(path, trial.text, rules)
+    report = lint_text(path, trial.text, rules, project)
     if report.errors:
         return trial, report, f"linting the fixed code failed: {report.errors[0].message}"
     return trial, report, None
@@ -332,13 +365,28 @@ class Job:
     fix: FixMode | None = None
     #: Whether ``path`` is a file on disk (so fixes can be written to it).
     on_disk: bool = True
+    #: Root of the project around the file (a key of the projects `use_projects` set).
+    project_root: str | None = None
+
+
+#: The projects of this run, by root (set in the main process and in each worker).
+_PROJECTS: dict[str, Project] = {}
+
+
+def use_projects(projects: dict[str, Project]) -> None:
+    """Make ``projects`` the ones jobs are linted against (a worker's initializer too)."""
+    _PROJECTS.clear()
+    _PROJECTS.update(projects)
 
 
 def run_job(job: Job) -> FileReport:
     """Lint one job; never raises for anything the file contains."""
+    project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
     if job.data is not None:
-        return lint_bytes(job.path, job.data, job.rules, job.fix, on_disk=job.on_disk)
-    return lint_file(job.path, job.rules, job.fix)
+        return lint_bytes(
+            job.path, job.data, job.rules, job.fix, on_disk=job.on_disk, project=project
+        )
+    return lint_file(job.path, job.rules, job.fix, project)
 
 
 class ReportCache(Protocol):
@@ -346,9 +394,19 @@ class ReportCache(Protocol):
 
     def key(self, job: Job, data: bytes) -> str | None: ...
 
-    def load(self, key: str, path: str) -> FileReport | None: ...
+    def load(
+        self, key: str, path: str, current: Callable[[str], str] | None = None
+    ) -> FileReport | None: ...
 
-    def store(self, key: str, report: FileReport) -> None: ...
+    def store(
+        self, key: str, report: FileReport, current: Callable[[str], str] | None = None
+    ) -> None: ...
+
+
+def _current(job: Job) -> Callable[[str], str] | None:
+    """How a cached result's dependencies are checked: against the job's project now."""
+    project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
+    return project.dependency_digest if project is not None else None
 
 
 def run_jobs(
@@ -377,7 +435,7 @@ def run_jobs(
         # result for the bytes that were read.
         fixing = heavy_job.fix is not None and (report.change or report.notes or report.errors)
         if cache is not None and key is not None and not fixing:
-            cache.store(key, report)
+            cache.store(key, report, _current(heavy_job))
     return [report for report in reports if report is not None]
 
 
@@ -387,7 +445,9 @@ def _in_workers(jobs: Sequence[Job], count: int) -> list[FileReport]:
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        with ProcessPoolExecutor(max_workers=min(count, len(jobs))) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(count, len(jobs)), initializer=use_projects, initargs=(_PROJECTS,)
+        ) as pool:
             chunk = max(1, min(16, len(jobs) // (4 * count)))
             return list(pool.map(run_job, jobs, chunksize=chunk))
     except (BrokenProcessPool, pickle.PicklingError, AttributeError, OSError) as error:
@@ -415,7 +475,7 @@ def _prepare(
         return _failed(job.path, str(error), parsed=False), None, None
     key = cache.key(job, data) if cache is not None else None
     if cache is not None and key is not None:
-        hit = cache.load(key, job.path)
+        hit = cache.load(key, job.path, _current(job))
         if hit is not None and not (job.fix and any(job.fix.applies(d) for d in hit.diagnostics)):
             return hit, None, None
     try:
@@ -425,7 +485,10 @@ def _prepare(
         if cache is not None and key is not None:
             cache.store(key, report)
         return report, None, None
-    if any(rule.wants(document.text) for rule in job.rules):
+    project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
+    imported = project.imported_text(os.path.abspath(job.path)) if project is not None else ""
+    text = f"{document.text}\n{imported}" if imported else document.text
+    if any(rule.wants(document.text) or (imported and rule.wants(text)) for rule in job.rules):
         return None, replace(job, data=data, on_disk=job.data is None and job.on_disk), key
     report = FileReport(job.path)
     if cache is not None and key is not None:
@@ -464,23 +527,36 @@ def _failed(path: str, reason: str, *, parsed: bool = False) -> FileReport:
 def _to_diagnostic(context: ModuleContext, rule: Rule, finding: Finding) -> Diagnostic:
     # libcst lines are 1-based and columns 0-based; ours are both 1-based.
     where = context.position(finding.node)
-    related = tuple(
-        RelatedLocation(
-            (position := context.position(node).start).line, position.column + 1, message
-        )
-        for node, message in finding.related
+    related = []
+    message = finding.message
+    for node, what in ((finding.node, "here"), *finding.related):
+        foreign = context.foreign_position(node)
+        if foreign is not None:
+            # A site in another file (a function grafted from it): named in the message too,
+            # since the text format prints one line per finding.
+            related.append(RelatedLocation(foreign[1], foreign[2], what, path=foreign[0]))
+            if f"{foreign[0]}:" not in message:
+                message = f"{message} (see {foreign[0]}:{foreign[1]}:{foreign[2]})"
+        elif node is not finding.node:
+            position = context.position(node).start
+            related.append(RelatedLocation(position.line, position.column + 1, what))
+    has_foreign_fix = finding.fix is not None and any(
+        old in context.foreign for old, _ in finding.fix.replacements
     )
     return Diagnostic(
         path=context.path,
         line=where.start.line,
         column=where.start.column + 1,
         code=rule.code,
-        message=finding.message,
+        message=message,
         name=rule.name,
         end_line=where.end.line,
         end_column=where.end.column + 1,
-        related=related,
-        fix=_to_fix(context, finding.fix) if finding.fix is not None else None,
+        related=tuple(related),
+        # A fix never edits a grafted node: its text lives in another file.
+        fix=_to_fix(context, finding.fix)
+        if finding.fix is not None and not has_foreign_fix
+        else None,
     )
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
+
+if TYPE_CHECKING:
+    from linter.model._project import ForeignSite, Project
 
 #: The rule offers no fix.
 NO_FIX = "none"
@@ -64,12 +67,39 @@ class Finding:
 class ModuleContext:
     """One parsed file, with libcst metadata resolved lazily and at most once per provider."""
 
-    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+    def __init__(
+        self, path: str, source: str, module: cst.Module, project: Project | None = None
+    ) -> None:
         self.path = path
         self.source = source
         self.module = module
+        #: The project around this module (summaries of its other modules), or None when the
+        #: module is linted alone.
+        self.project = project
+        #: Local call -> the function of another module grafted under it (see `Project.graft`).
+        self.grafts: dict[cst.Call, cst.FunctionDef | None] = {}
+        #: Node of a grafted function -> where it really is.
+        self.foreign: dict[cst.CSTNode, ForeignSite] = {}
+        #: The source of the functions of the project modules this one imports, whose events
+        #: and values may enter its analyses (see `filter_text`).
+        self.imported_text = ""
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type[BaseMetadataProvider[Any]], Mapping[cst.CSTNode, Any]] = {}
+
+    @property
+    def filter_text(self) -> str:
+        """What a rule's cheap text test reads: the module's source and `imported_text`."""
+        if not self.imported_text:
+            return self.source
+        return f"{self.source}\n{self.imported_text}"
+
+    def attach(self, root: cst.CSTNode, via: cst.Call, site: ForeignSite) -> None:
+        """Record that ``root`` (a grafted function) and its nodes stand for ``site``."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            self.foreign[node] = site
+            stack.extend(node.children)
 
     @property
     def wrapper(self) -> MetadataWrapper:
@@ -85,8 +115,21 @@ class ModuleContext:
         return self._resolved[provider]
 
     def position(self, node: cst.CSTNode) -> CodeRange:
-        """Source range of ``node`` (1-based lines, 0-based columns, as libcst gives them)."""
+        """Source range of ``node`` (1-based lines, 0-based columns, as libcst gives them); a
+        node grafted from another module is placed at the call it was grafted under."""
+        site = self.foreign.get(node)
+        if site is not None:
+            return self.resolve(PositionProvider)[site.via]
         return self.resolve(PositionProvider)[node]
+
+    def foreign_position(self, node: cst.CSTNode) -> tuple[str, int, int] | None:
+        """(path, 1-based line, 1-based column) of a grafted node in its own file, else None."""
+        site = self.foreign.get(node)
+        if site is None:
+            return None
+        where = MetadataWrapper(site.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        start = where[node].start if node in where else where[site.module].start
+        return site.path, site.first_line + start.line - 1, start.column + 1
 
 
 class Rule(abc.ABC):

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 from linter._diagnostic import Diagnostic, FileError
 from linter._discovery import Excluder, discover
@@ -20,6 +20,9 @@ from linter._patterns import PathPattern, relative_to_root
 from linter._rule import Rule
 from linter._selection import SelectorError, check_selectors, enabled_rules, selects
 from linter.config import Settings
+
+if TYPE_CHECKING:
+    from linter.model._project import Project
 
 #: The path that means "read standard input", as in ruff and flake8.
 STDIN = "-"
@@ -89,6 +92,7 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = ...,
     fix: Literal[False] = ...,
     unsafe_fixes: bool = ...,
+    project: bool = ...,
 ) -> list[Diagnostic]: ...
 
 
@@ -103,6 +107,7 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = ...,
     fix: Literal[True],
     unsafe_fixes: bool = ...,
+    project: bool = ...,
 ) -> str: ...
 
 
@@ -116,8 +121,13 @@ def lint_source(
     rules: Sequence[type[Rule]] | None = None,
     fix: bool = False,
     unsafe_fixes: bool = False,
+    project: bool = True,
 ) -> list[Diagnostic] | str:
     """Lint one module's source; ``path`` names it in diagnostics and for per-file-ignores.
+
+    When ``path`` is a file on disk (an editor's buffer), the source is linted against the
+    project around it (``project``, the default): its imports and importers, read from disk and
+    from the summary cache, with ``source`` standing for the file's unsaved text.
 
     Returns the diagnostics; with ``fix=True``, the fixed source text instead (safe fixes, and
     unsafe ones too with ``unsafe_fixes``; `fix_source` also returns what is left). Raises
@@ -127,9 +137,11 @@ def lint_source(
     """
     if fix:
         options = {"select": select, "ignore": ignore, "settings": settings, "rules": rules}
-        return fix_source(source, path, unsafe_fixes=unsafe_fixes, **options).text
+        return fix_source(source, path, unsafe_fixes=unsafe_fixes, project=project, **options).text
     plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
-    report = lint_bytes(path, _encoded(source), plan.rules_for(path))
+    data = _encoded(source)
+    around = _buffer_project(plan, path, data) if project else None
+    report = lint_bytes(path, data, plan.rules_for(path), project=around)
     return list(_checked(report).diagnostics)
 
 
@@ -142,17 +154,30 @@ def fix_source(
     settings: Settings | None = None,
     rules: Sequence[type[Rule]] | None = None,
     unsafe_fixes: bool = False,
+    project: bool = True,
 ) -> FixedSource:
-    """Apply the fixes to one module's source (nothing is written anywhere)."""
+    """Apply the fixes to one module's source (nothing is written anywhere); ``project`` as
+    for `lint_source`."""
     plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
     data = _encoded(source)
     mode = replace(plan.fix_mode(unsafe_fixes), write=False)
-    report = _checked(lint_bytes(path, data, plan.rules_for(path), mode))
+    around = _buffer_project(plan, path, data) if project else None
+    report = _checked(lint_bytes(path, data, plan.rules_for(path), mode, project=around))
     if report.change is None:
         text = source if isinstance(source, str) else report_text(path, data)
     else:
         text = report.change.after
     return FixedSource(text, report.diagnostics, report.fixed, report.notes)
+
+
+def fixable_codes(
+    settings: Settings | None = None, *, rules: Sequence[type[Rule]] | None = None
+) -> frozenset[str]:
+    """Codes whose fixes ``--fix`` may apply under ``settings``: ``fixable`` less ``unfixable``.
+
+    `lint_source` returns every finding's fix; an editor offers only these, as `lint_paths` does.
+    """
+    return _Plan.build(settings, rules=rules).fixable_codes()
 
 
 def report_text(path: str, data: bytes) -> str:
@@ -188,6 +213,7 @@ def lint_paths(
     unsafe_fixes: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     stdin: bytes | None = None,
+    project: bool = True,
 ) -> LintResult:
     """Lint files and folders (``"-"`` reads standard input, named ``stdin_filename``).
 
@@ -198,7 +224,10 @@ def lint_paths(
     files; ``diff`` computes the same changes without writing (standard input is never
     written: its fixed text is in `LintResult.changes`). ``cache_dir`` keeps results there
     (the command's default is ``.amp_lint_cache``); without it nothing is cached. ``stdin`` is
-    what ``"-"`` reads (default: standard input itself).
+    what ``"-"`` reads (default: standard input itself). With ``project`` (the default) each
+    file is linted against the project around it — the folder holding the nearest
+    ``pyproject.toml``/``setup.cfg``/``setup.py``/``.git`` — so a file gets the same findings
+    alone as in a run over the whole tree.
     """
     plan = _Plan.build(
         settings, select=select, ignore=ignore, extend_select=extend_select, rules=rules
@@ -213,17 +242,38 @@ def lint_paths(
         [name for name in names if name != STDIN], excluder, force_exclude=force_exclude
     )
     mode = replace(plan.fix_mode(unsafe_fixes), write=not diff) if fix or diff else None
-    work = [Job(path, plan.rules_for(path), fix=mode) for path in found.files]
-    if STDIN in names:
-        shown = stdin_filename or STDIN
-        if not (force_exclude and stdin_filename and excluder.excluded(stdin_filename)):
-            data = sys.stdin.buffer.read() if stdin is None else stdin
-            work.append(Job(shown, plan.rules_for(shown), data, mode, on_disk=False))
+    stdin_data: bytes | None = None
+    shown = stdin_filename or STDIN
+    if STDIN in names and not (
+        force_exclude and stdin_filename and excluder.excluded(stdin_filename)
+    ):
+        stdin_data = sys.stdin.buffer.read() if stdin is None else stdin
+    on_disk = list(found.files)
+    if stdin_data is not None and stdin_filename and os.path.isfile(stdin_filename):
+        on_disk.append(stdin_filename)
+    cache_folder = os.fspath(cache_dir) if cache_dir is not None else None
+    requested = [name for name in names if name != STDIN]
+    roots = _projects(plan, excluder, requested, on_disk, cache_folder, jobs) if project else {}
+    work = [
+        Job(path, plan.rules_for(path), fix=mode, project_root=roots.get(path))
+        for path in found.files
+    ]
+    if stdin_data is not None:
+        work.append(
+            Job(
+                shown,
+                plan.rules_for(shown),
+                stdin_data,
+                mode,
+                on_disk=False,
+                project_root=roots.get(stdin_filename or ""),
+            )
+        )
     cache = None
-    if cache_dir is not None:
+    if cache_folder is not None:
         from linter._cache import ResultCache
 
-        cache = ResultCache(os.fspath(cache_dir))
+        cache = ResultCache(cache_folder)
     reports = run_jobs(work, jobs, cache)
     shown_fix = plan.fixable_codes()
     return LintResult(
@@ -246,6 +296,74 @@ def lint_paths(
         notes=tuple(note for report in reports for note in report.notes),
         unsafe_fixes=unsafe_fixes,
     )
+
+
+def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
+    """The project around a buffer whose file is on disk (None for a string with no file)."""
+    if not os.path.isfile(path):
+        return None
+    from linter._cache import cache_location, code_fingerprint
+    from linter.model._imports import find_root
+    from linter.model._project_build import SummaryStore, build_project
+
+    absolute = os.path.abspath(path)
+    root = find_root(absolute)
+    excluder = Excluder(
+        (*plan.settings.exclude, *plan.settings.extend_exclude),
+        plan.root,
+        (*plan.settings.include, *plan.settings.extend_include),
+    )
+    files = [os.path.abspath(f) for f in discover([root], excluder, force_exclude=True).files]
+    if absolute not in files:
+        files.append(absolute)
+    folder = cache_location(None, plan.settings.cache_dir, plan.settings.root or root)
+    store = SummaryStore(folder, code_fingerprint())
+    rules = plan.rules
+    return build_project(
+        root,
+        files,
+        lambda text: any(rule.wants(text) for rule in rules),
+        store,
+        workers=1,
+        linted=[absolute],
+        buffers={absolute: data},
+    )
+
+
+def _projects(
+    plan: _Plan,
+    excluder: Excluder,
+    requested: Sequence[str],
+    paths: Sequence[str],
+    cache_folder: str | None,
+    jobs: int | None,
+) -> dict[str, str]:
+    """Build the project around each path (see `linter.model`); path -> its project's root."""
+    from linter._cache import code_fingerprint
+    from linter._engine import _available_cpus, use_projects
+    from linter.model._project_build import SummaryStore, build_project, roots_of
+
+    absolute = {path: os.path.abspath(path) for path in paths}
+    # Files with no project marker above them form one project: the folder the run was asked
+    # to lint (or the current folder), as ruff takes the current folder without a config.
+    tops = [path for path in requested if os.path.isdir(path)] + [os.getcwd()]
+    by_root = roots_of(absolute.values(), tops)
+    store = SummaryStore(cache_folder, code_fingerprint())
+    workers = jobs if jobs is not None else _available_cpus()
+    rules = plan.rules
+
+    def wants(text: str) -> bool:
+        return any(rule.wants(text) for rule in rules)
+
+    projects = {}
+    for root in by_root:
+        found = discover([root], excluder, force_exclude=True)
+        files = [os.path.abspath(f) for f in found.files]
+        files += [p for p in by_root[root] if p not in files]
+        projects[root] = build_project(root, files, wants, store, workers, by_root[root])
+    use_projects(projects)
+    root_of = {member: root for root, members in by_root.items() for member in members}
+    return {path: root_of[absolute[path]] for path in paths}
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="amp-lint",
         description="Find fp16 mixed-precision (AMP) pitfalls in PyTorch training code.",
         epilog="Exit status: 0 no findings, 1 findings, 2 usage, configuration, read or parse "
-        "error. Settings come from the nearest pyproject.toml with a [tool.amp-lint] table.",
+        "error. Settings come from the nearest pyproject.toml with a [tool.amp-lint] table. "
+        "'amp-lint server' starts the language server instead (a folder named server: "
+        "./server).",
     )
     parser.add_argument(
         "paths",
@@ -169,9 +171,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The first argument that starts the language server instead of linting.
+SERVER_COMMAND = "server"
+#: Milliseconds a buffer must stay unchanged before the server lints it again, by default.
+DEFAULT_DEBOUNCE_MS = 300
+
+
+def build_server_parser() -> argparse.ArgumentParser:
+    """The parser of ``amp-lint server`` (the docs generate its reference from it)."""
+    parser = argparse.ArgumentParser(
+        prog=f"amp-lint {SERVER_COMMAND}",
+        description="Run amp-lint as a language server over standard input and output, for "
+        "editors: findings as you type, quick fixes, 'disable for this line', hover.",
+        epilog="It needs the server extra (in a clone of ampscale: pip install '.[server]'). "
+        "Settings come from "
+        "each file's nearest pyproject.toml with a [tool.amp-lint] table, reloaded when a "
+        "pyproject.toml changes.",
+    )
+    parser.add_argument(
+        "--debounce",
+        type=_non_negative,
+        default=DEFAULT_DEBOUNCE_MS,
+        metavar="MS",
+        help="milliseconds a buffer must stay unchanged before it is linted again (default: "
+        f"{DEFAULT_DEBOUNCE_MS}); opening and saving lint at once",
+    )
+    parser.add_argument("--version", action="version", version=f"amp-lint {__version__}")
+    return parser
+
+
+def _non_negative(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {number}")
+    return number
+
+
+def _server(argv: Sequence[str]) -> int:
+    args = build_server_parser().parse_args(argv)
+    try:
+        from linter.server import serve
+    except ImportError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing not in ("pygls", "lsprotocol"):
+            raise
+        return _usage_error(
+            f"amp-lint server needs the server extra, ampscale[server] ({missing} is not "
+            "installed); in a clone of ampscale: pip install '.[server]'"
+        )
+    return serve(debounce=args.debounce / 1000)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == [SERVER_COMMAND]:
+        return _server(arguments[1:])
+    args = build_parser().parse_args(arguments)
     try:
         return _run(args)
     except BrokenPipeError:

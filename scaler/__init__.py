@@ -10,6 +10,7 @@ from ._checkpoint_inspect import (
 from ._fp16_compat import Fp16CompatReport, Fp16Offender, check_fp16_compat
 from ._grad_scaler import GradScaler, OptState
 from ._policy import ScaleBelowOneError, ScaleBelowOneWarning
+from ._skip_aware_scheduler import SkipAwareScheduler
 from ._stats import ScalerStats
 from ._sync_counter import SyncCounter
 
@@ -24,6 +25,7 @@ __all__: list[str] = [
     "ScaleBelowOneError",
     "ScaleBelowOneWarning",
     "ScalerStats",
+    "SkipAwareScheduler",
     "SkippedFile",
     "SyncCounter",
     "check_fp16_compat",

@@ -228,6 +228,8 @@ class GradScaler(torch.amp.GradScaler):
         self._grad_groups: PerOptimizer[GradGroups] = PerOptimizer()
         #: Each optimizer's found-inf flag of its latest step (for ``step_skipped``).
         self._last_found_inf: PerOptimizer[torch.Tensor] = PerOptimizer()
+        #: That flag and its value, for the steps that read it on the host anyway.
+        self._last_found_on_host: PerOptimizer[tuple[torch.Tensor, bool]] = PerOptimizer()
 
     # ----------------------------------------------------------------- configuration
 
@@ -625,6 +627,7 @@ class GradScaler(torch.amp.GradScaler):
         # The one sync a non-fused optimizer needs; update() reuses the value (_host_mirror).
         found = bool(found_inf.item())
         optimizer_state["found_on_host"] = found
+        self._last_found_on_host[optimizer] = (found_inf, found)
         if found:
             return None
         return optimizer.step(*args, **kwargs)
@@ -661,6 +664,7 @@ class GradScaler(torch.amp.GradScaler):
             if decide_on_host:
                 found = bool(found_inf.item())
                 optimizer_state["found_on_host"] = found
+                self._last_found_on_host[optimizer] = (found_inf, found)
                 if found:
                     optimizer_state["stage"] = OptState.STEPPED
                     return None
@@ -711,6 +715,18 @@ class GradScaler(torch.amp.GradScaler):
                 "has not stepped through this scaler (or its step() takes grad_scaler itself)"
             )
         return found_inf > 0
+
+    def _latest_found_inf(self, optimizer: Any) -> tuple[torch.Tensor, bool | None] | None:
+        """The found-inf flag of ``optimizer``'s latest step, and its value when that step read
+        it on the host anyway (non-fused optimizers; fused SGD before its buffers exist), else
+        None; never reads the device. A new flag tensor means a new step: ``SkipAwareScheduler``
+        tells a fresh step from a repeated ``scheduler.step()`` by identity."""
+        found_inf = self._last_found_inf.get(optimizer)
+        if found_inf is None:
+            return None
+        on_host = self._last_found_on_host.get(optimizer)
+        known = on_host[1] if on_host is not None and on_host[0] is found_inf else None
+        return found_inf, known
 
     def update(self, new_scale: float | torch.Tensor | None = None) -> None:
         """Update the scale at the end of the iteration, on the device, without a sync.
@@ -1056,6 +1072,7 @@ class GradScaler(torch.amp.GradScaler):
             state["_inv_scale_cache"] = None
             state["_grad_groups"] = None
             state["_last_found_inf"] = None
+            state["_last_found_on_host"] = None
             # A process group cannot travel; pass one again to the unpickled scaler's owner.
             state["_process_group"] = None
         return state
@@ -1065,3 +1082,4 @@ class GradScaler(torch.amp.GradScaler):
         if self._enabled:
             self._grad_groups = PerOptimizer()
             self._last_found_inf = PerOptimizer()
+            self._last_found_on_host = PerOptimizer()

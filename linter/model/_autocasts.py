@@ -175,6 +175,12 @@ class ModuleAutocasts:
         target) or never bound here (``args.dtype``)."""
         name = dotted_name(node)
         values = self._bound_values().get(name) if name is not None else None
+        if values is None and name is not None:
+            # Not bound here: a constant of another module of the project (`config.AMP_DTYPE`).
+            context = self._index.context
+            project = context.project if context is not None else None
+            value = project.constant(context, name) if project is not None else None
+            return evaluate(value) if value is not None else None
         if not values or any(value is None for value in values):
             return None
         results = {evaluate(value) for value in values}

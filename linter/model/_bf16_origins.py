@@ -351,6 +351,10 @@ class ModuleConstants:
         return self._passed
 
 
+#: Words a function of another module must mention for its returned model's dtype to matter.
+_MODEL_WORDS = ("half", "float16", "bfloat16", "from_pretrained")
+
+
 class Bf16Origins:
     """bf16 origins of the models in one module."""
 
@@ -381,6 +385,8 @@ class Bf16Origins:
         self._resolving: set[cst.FunctionDef] = set()
         self._functions: dict[str, list[cst.FunctionDef]] | None = None
         self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None
+        #: Grafted function of another module -> the analysis of it alone.
+        self._foreign: dict[cst.FunctionDef, Bf16Origins] = {}
         # Two passes: a function defined above its caller sees the caller's models on the second.
         self._collect()
         self._settled = self._bindings
@@ -512,7 +518,10 @@ class Bf16Origins:
     def returned(self, call: cst.Call, element: int | None) -> Bf16Origin | None:
         """The origin of what a same-module function returns (``element`` of a returned tuple):
         ``model, tok = load_model_and_tokenizer(name)``."""
-        for function in self._callees(call):
+        callees = self._callees(call)
+        if not callees:
+            return self._foreign_returned(call, element)
+        for function in callees:
             if function in self._resolving or len(self._resolving) >= MAX_CALL_DEPTH:
                 continue
             self._resolving.add(function)
@@ -530,6 +539,40 @@ class Bf16Origins:
                         return origin
             finally:
                 self._resolving.discard(function)
+        return None
+
+    def _foreign_returned(self, call: cst.Call, element: int | None) -> Bf16Origin | None:
+        """The origin of what a function of another project module returns (a ``build_model``
+        in ``models.py`` that loads a bf16 checkpoint or calls ``.half()``), read by the same
+        analysis run over that function alone; its nodes map to the other file."""
+        context = self._index.context
+        project = context.project if context is not None else None
+        if project is None or call in context.foreign:  # type: ignore[union-attr]
+            return None
+        grafted = project.graft(context, call, _MODEL_WORDS)
+        if grafted is None:
+            return None
+        if grafted not in self._foreign:
+            site = context.foreign[grafted]  # type: ignore[union-attr]
+            alone = ModuleIndex(site.module)
+            self._foreign[grafted] = Bf16Origins(
+                alone,
+                self._aliases,
+                ModuleConstants(alone),
+                extra_families=self._extra_families,
+                target=self.target,
+            )
+        origins = self._foreign[grafted]
+        for statement in origins._returns_of(grafted):
+            value = statement.value
+            if element is not None:
+                if not isinstance(value, cst.Tuple) or element >= len(value.elements):
+                    continue
+                value = value.elements[element].value
+            if value is not None:
+                origin = origins.of_expression(value, statement)
+                if origin is not None:
+                    return origin
         return None
 
     def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:

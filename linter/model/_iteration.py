@@ -65,6 +65,9 @@ class Kind(enum.Enum):
     ZERO_GRAD = "zero_grad"
 
 
+#: Words a function of another module must mention for its events to matter here.
+_EVENT_WORDS = ("backward", "step", "update", "unscale_", "clip_grad", "zero_grad")
+
 #: Events that mark where an optimizer step happens: they anchor iterations.
 STEP_KINDS = frozenset({Kind.SCALER_STEP, Kind.OPTIMIZER_STEP, Kind.UPDATE})
 
@@ -189,6 +192,16 @@ class TrainingIterations:
         self._scopes: dict[cst.CSTNode, None] = {}
         self._functions = self._functions_by_name()
         self.iterations: list[Iteration] = self._iterations()
+        # Events of functions grafted from other modules count as the module's own from here on
+        # (each once, as written in its grafted function), so rules that start from the events
+        # of a kind find them; their positions map to the local call that brings them.
+        written = {event.call for event in self.events}
+        for iteration in self.iterations:
+            for event in iteration.events:
+                if event.call in self._context.foreign and event.call not in written:
+                    written.add(event.call)
+                    self.events.append(Event(event.kind, event.call, event.scaler, event.optimizer))
+                    self._by_call[event.call] = self.events[-1]
 
     # -- what a call is ------------------------------------------------------------------------
 
@@ -300,6 +313,10 @@ class TrainingIterations:
             callee = self._callee(call)
             if callee is not None:
                 callers.setdefault(callee, []).append(call)
+                if callee in self._context.foreign and self._steps(callee):
+                    # A function of another module that steps: the loop here calling it is
+                    # an iteration, as for a function of this module.
+                    scopes.setdefault(self.scope_of(call), None)
         frontier = [scope for scope in scopes if isinstance(scope, cst.FunctionDef)]
         for _ in range(MAX_CALL_DEPTH - 1):
             frontier = [
@@ -315,6 +332,15 @@ class TrainingIterations:
             Iteration(scope, tuple(self._events_in(scope)), self.facts, self._index)
             for scope in scopes
         ]
+
+    def _steps(self, function: cst.FunctionDef) -> bool:
+        """A grafted function makes a step, update or scaler step itself."""
+        return any(
+            event.kind in STEP_KINDS
+            for node in descendants(function)
+            if isinstance(node, cst.Call)
+            for event in self._event(node)
+        )
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The loop or function whose body runs once per step, around ``node``."""
@@ -377,6 +403,8 @@ class TrainingIterations:
             if self._function_of(call) is not (function or self._function_of(scope)):
                 continue
             event = self._by_call.get(call)
+            if event is None and call in self._context.foreign:
+                event = next(iter(self._event(call)), None)
             if event is not None:
                 yield Event(event.kind, event.call, event.scaler, event.optimizer, via)
                 continue
@@ -409,20 +437,23 @@ class TrainingIterations:
         return functions
 
     def _callee(self, call: cst.Call) -> cst.FunctionDef | None:
-        """The function of this module that ``call`` runs: ``f(...)`` a module-level function,
-        ``self.f(...)`` a method of the caller's class. Others are not followed."""
+        """The function that ``call`` runs: ``f(...)`` a module-level function, ``self.f(...)``
+        a method of the caller's class; else, through the project, a function of another module
+        that makes training-iteration events (grafted under the call)."""
         func = call.func
         if isinstance(func, cst.Name):
             for function in self._functions.get(func.value, []):
                 if self._index.enclosing_class(function.body) is None:
                     return function
-            return None
-        if isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
+        elif isinstance(func, cst.Attribute) and dotted_name(func.value) == "self":
             cls = self._index.enclosing_class(call)
             for function in self._functions.get(func.attr.value, []):
                 if cls is not None and self._index.enclosing_class(function.body) is cls:
                     return function
-        return None
+        project = self._context.project
+        if project is None or call in self._context.foreign:
+            return None
+        return project.graft(self._context, call, _EVENT_WORDS)
 
     # -- questions rules ask -------------------------------------------------------------------
 

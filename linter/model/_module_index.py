@@ -43,14 +43,16 @@ _COLLECTED = (
 class ModuleIndex(cst.CSTVisitor):
     """Parents of every node plus, per node type, the nodes of that type in source order."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, context: ModuleContext | None = None) -> None:
         self.module = module
+        #: The module's context (its path and the project around it), when it has one.
+        self.context = context
         #: node -> its parent node (the module has none).
         self.parent: dict[cst.CSTNode, cst.CSTNode] = {}
         #: node type -> nodes of that type, in source order.
         self.by_type: dict[type[cst.CSTNode], list[cst.CSTNode]] = {t: [] for t in _COLLECTED}
         #: collected node -> its rank in source (pre-)order.
-        self.order: dict[cst.CSTNode, int] = {}
+        self.order: dict[cst.CSTNode, float] = {}
         self._stack: list[cst.CSTNode] = []
         self._call_sites: dict[str, list[cst.Call]] | None = None
         #: Analyses several rules ask for, built once per module (see `shared`).
@@ -69,6 +71,26 @@ class ModuleIndex(cst.CSTVisitor):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self._stack.pop()
+
+    def attach(self, root: cst.CSTNode, parent: cst.CSTNode) -> None:
+        """Hang a tree parsed elsewhere (a function of another module) under ``parent``: its
+        nodes get parents, and source ranks just after ``parent``'s, so ancestors, order and
+        branch questions work on it as on the module's own code."""
+        self.parent[root] = parent
+        base = self.order.get(parent)
+        if base is None:
+            base = next((self.order[a] for a in self.ancestors(parent) if a in self.order), 0)
+        ranked: list[cst.CSTNode] = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            ranked.append(node)
+            children = list(node.children)
+            for child in children:
+                self.parent[child] = node
+            stack.extend(reversed(children))
+        for number, node in enumerate(ranked, start=1):
+            self.order[node] = base + number / (len(ranked) + 1)
 
     def nodes(self, kind: type[_Node]) -> list[_Node]:
         """The collected nodes of type ``kind``, in source order (typed as ``kind``)."""
@@ -151,6 +173,6 @@ def module_index(context: ModuleContext) -> ModuleIndex:
     """The shared index of ``context.module``, built on first use."""
     if _last and _last[0][0] is context.module:
         return _last[0][1]
-    index = ModuleIndex(context.module)
+    index = ModuleIndex(context.module, context)
     _last[:] = [(context.module, index)]
     return index

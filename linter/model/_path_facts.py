@@ -269,10 +269,16 @@ class PathFacts:
             return True
         if self._rank(a) < self._rank(b):
             return not self._leaves_before(a, b)
-        return any(
-            isinstance(loop, cst.For | cst.While) and loop in set(self._index.ancestors(b))
-            for loop in self._index.ancestors(a)
-        )
+        # A loop of their own function around both brings `a` round again (a function grafted
+        # under a call in a loop has that loop above its own definition: it does not count).
+        function = self._index.enclosing_function(a)
+        around_b = set(self._index.ancestors(b))
+        for loop in self._index.ancestors(a):
+            if loop is function:
+                return False
+            if isinstance(loop, cst.For | cst.While) and loop in around_b:
+                return True
+        return False
 
     def precedes_in_source(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """``a`` starts before ``b`` in the source."""

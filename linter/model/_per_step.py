@@ -412,9 +412,14 @@ class PerStepAnalysis:
         context: ModuleContext,
         index: ModuleIndex,
         is_scaler_call: Callable[[cst.CSTNode, frozenset[str]], bool],
+        *,
+        use_project: bool = True,
     ) -> None:
         self._context = context
         self._index = index
+        #: Whether callers in other modules count (the project's summaries); summaries themselves
+        #: are built from the module alone.
+        self._project = context.project if use_project else None
         #: Decides whether a Call is ``<scaler>.<one of methods>(...)``.
         self._is_scaler_call = is_scaler_call
         self._updates: list[cst.CSTNode] | None = None
@@ -428,6 +433,39 @@ class PerStepAnalysis:
     def reason(self, node: cst.CSTNode) -> str | None:
         """Why ``node`` runs every step, in words for a message; None when it does not."""
         return self._reason(node, 0, frozenset())
+
+    def function_reason(self, function: cst.FunctionDef) -> str | None:
+        """Why ``function`` runs every step from within this module (a hook, a per-step caller
+        here), or None; callers in other modules are the project's to add."""
+        hook = self._hook(function)
+        if hook is not None:
+            return hook
+        for call in self._calls_to(function):
+            why = self._reason(call, 1, frozenset({function}))
+            if why is not None:
+                return f"in `{function.name.value}()`, called {why}"
+        return None
+
+    def call_site(self, call: cst.Call) -> tuple[str | None, bool]:
+        """Whether a call site runs every step on its own (the reason), and whether it runs
+        whenever its function runs (``open``: no loop, guard or step loop in between), so that
+        the function's callers decide."""
+        reason = self._reason(call, MAX_CALL_DEPTH, frozenset())
+        return reason, reason is None and self._inherits(call)
+
+    def _inherits(self, node: cst.CSTNode) -> bool:
+        child = node
+        for ancestor in self._index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return not self._steps_in_nested_loop(ancestor, node)
+            if isinstance(ancestor, cst.Lambda | cst.ClassDef | cst.For | cst.While):
+                return False
+            if isinstance(ancestor, cst.If) and classify_guard(ancestor.test) is not None:
+                return False
+            if isinstance(ancestor, cst.IndentedBlock) and self._guarded_by_exit(ancestor, child):
+                return False
+            child = ancestor
+        return False
 
     def _line(self, node: cst.CSTNode) -> int:
         return self._context.position(node).start.line
@@ -479,6 +517,8 @@ class PerStepAnalysis:
             if why is not None:
                 found = f"in `{function.name.value}()`, called {why}"
                 break
+        if found is None and depth == 0 and self._project is not None:
+            found = self._project.per_step_reason(self._context, function)
         if depth == 0 or found is not None:
             self._cache[function] = found
         return found

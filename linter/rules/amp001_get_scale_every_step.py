@@ -304,7 +304,7 @@ for step, (x, y) in enumerate(loader):
         )
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        if _MAYBE_A_READ.search(context.source) is None:
+        if _MAYBE_A_READ.search(context.filter_text) is None:
             return
         index = module_index(context)
         receivers = scaler_receivers(index)

@@ -240,7 +240,7 @@ trainer.train()
         return super().wants(text) and may_hold_a_finding(text)
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        if not may_hold_a_finding(context.source):  # for callers that skip the engine
+        if not may_hold_a_finding(context.filter_text):  # for callers that skip the engine
             return
         families = user_families(self.settings.get("extend-bf16-families", ()))
         analysis = Fp16Sites(context, families)

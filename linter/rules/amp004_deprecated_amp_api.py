@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import Assignment, ImportAssignment, Scope, ScopeProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.model._bindings import Bindings, bindings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import ModuleIndex, module_index
 
@@ -229,14 +229,6 @@ def _import_edits(statement: cst.Import | cst.ImportFrom) -> list[_ImportEdit] |
         if alias.asname is not None and dotted_name(alias.name) in _MODULES
     ]
     return edits or None
-
-
-def _visible(scopes: Mapping[cst.CSTNode, Scope | None], head: cst.Name) -> list[Assignment]:
-    """The assignments that ``head`` may refer to where it is used."""
-    scope = scopes.get(head)
-    if scope is None:
-        return []
-    return [a for a in scope[head.value] if isinstance(a, Assignment)]
 
 
 #: Text that shows a branch already uses the current API.
@@ -519,7 +511,7 @@ def make_scaler(config):
         uses = _uses(context.module, aliases)
         if not imports and not uses:
             return
-        scopes = context.resolve(ScopeProvider)
+        scopes = bindings(index)
         fallbacks = CompatFallbacks(context, index)
         applicability = UNSAFE if _DTYPE_OVERRIDE in context.source else SAFE
         # Uses through a deprecated import are reported once, at the import, with one fix for
@@ -538,8 +530,8 @@ def make_scaler(config):
                 continue
             if fallbacks.covers(use.call or use.expression):
                 continue
-            visible = _visible(scopes, head)
-            deprecated = [a.node for a in visible if a.node in through_import]
+            visible = scopes.visible(head)
+            deprecated = [node for node in visible if node in through_import]
             for statement in deprecated:
                 # Several bindings (a try/except fallback): reported, and `_group_fix` offers none.
                 through_import[statement].append(use)
@@ -549,11 +541,11 @@ def make_scaler(config):
                 use.invoked
                 and visible
                 and all(
-                    isinstance(a, ImportAssignment)
-                    and a.node not in through_import
-                    and ImportAliases([a.node]).qualify(dotted_name(use.expression) or "")
+                    isinstance(node, cst.Import | cst.ImportFrom)
+                    and node not in through_import
+                    and ImportAliases([node]).qualify(dotted_name(use.expression) or "")
                     in DEPRECATED
-                    for a in visible
+                    for node in visible
                 )
             ):
                 # e.g. ``from torch import cuda`` ... ``cuda.amp.autocast()``
@@ -584,7 +576,7 @@ def make_scaler(config):
     def _group_fix(
         statement: cst.CSTNode,
         group: list[Use],
-        scopes: Mapping[cst.CSTNode, Scope | None],
+        scopes: Bindings,
         applicability: str,
     ) -> NodeFix | None:
         """One fix for an import and every use of the names it binds (never half of them)."""
@@ -593,19 +585,14 @@ def make_scaler(config):
         if edits is None:
             return None
         by_head = {id(_head(use.expression)): use for use in group}
-        scope = scopes.get(statement)
-        if scope is None:
-            return None
         replacements = [pair for pair, _names in edits]
         names = {name for _pair, bound in edits for name in bound}
-        for assignment in scope.assignments:
-            if assignment.node is not statement or assignment.name not in names:
-                continue
-            if len(scope.assignments[assignment.name]) != 1:
+        for name in sorted(names):
+            if scopes.binding_count(statement, name) != 1:
                 return None
-            for access in assignment.references:
-                use = by_head.get(id(access.node))
-                if use is None or len(access.referents) != 1:
+            for read in scopes.references(statement, name):
+                use = by_head.get(id(read))
+                if use is None or len(scopes.visible(read)) != 1:
                     return None
                 pair = _replacement(use, use.expression)
                 if pair is None:

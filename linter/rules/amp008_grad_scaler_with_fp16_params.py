@@ -11,7 +11,7 @@ from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._bf16_origins import FP16
 from linter.model._fp16_sites import Fp16Site, Fp16Sites
 from linter.model._fp32_trainables import Fp32Trainables
-from linter.model._module_index import ModuleIndex
+from linter.model._module_index import ModuleIndex, descendants
 
 #: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")
@@ -372,7 +372,7 @@ def main(cfg):
         return super().wants(text) and may_hold_a_finding(text)
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
-        if not may_hold_a_finding(context.source):  # for callers that skip the engine
+        if not may_hold_a_finding(context.filter_text):  # for callers that skip the engine
             return
         analysis = Fp16Sites(context, target=FP16, runtime_flags=True)
         trainables = Fp32Trainables(
@@ -423,8 +423,10 @@ def _set_up_where_trained(
     if any(index.enclosing_function(site) is function for site in sites):
         return True
     return any(
-        index.enclosing_function(statement) is function and statement.value is not None  # type: ignore[attr-defined]
-        for statement in index.nodes(cst.Return)
+        isinstance(node, cst.Return)
+        and node.value is not None
+        and index.enclosing_function(node) is function
+        for node in descendants(function)
     )
 
 

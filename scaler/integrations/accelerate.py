@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from scaler._grad_scaler import GradScaler
+from scaler._skip_aware_scheduler import make_skip_aware
 from scaler.integrations._adopt import adopt_scaler
 from scaler.integrations._extras import require
 
@@ -28,7 +29,9 @@ from accelerate import Accelerator  # noqa: E402  (after the check that names th
 __all__ = ["use_ampscale"]
 
 
-def use_ampscale(accelerator: Accelerator, **scaler_kwargs: Any) -> GradScaler:
+def use_ampscale(
+    accelerator: Accelerator, *, skip_aware_schedule: bool = True, **scaler_kwargs: Any
+) -> GradScaler:
     """Replace the accelerator's loss scaler with ampscale's :class:`~scaler.GradScaler`.
 
     The scaler keeps its device, growth settings and any state it loaded or reached (call it
@@ -38,6 +41,11 @@ def use_ampscale(accelerator: Accelerator, **scaler_kwargs: Any) -> GradScaler:
     stepped. Every optimizer already prepared uses the new scaler too; ``accelerator.save_state``
     saves its full state. Returns it, for ``peek_scale()`` and ``stats()``. An accelerator whose
     scaler is already ampscale's gets it back unchanged (``scaler_kwargs`` are then ignored).
+
+    With ``skip_aware_schedule`` (the default) every scheduler the accelerator prepared, or
+    prepares later, steps only for applied optimizer steps (:class:`~scaler.SkipAwareScheduler`,
+    in place): accelerate already holds back a scheduler after a skipped non-fused step, but
+    cannot tell that a fused optimizer skipped (accelerate #4242); ours can, with no host read.
 
     Raises ``ValueError`` when the accelerator has no scaler: bf16, fp32, DeepSpeed (which scales
     on its own), or fp16 on CPU, where accelerate neither autocasts nor scales.
@@ -54,4 +62,25 @@ def use_ampscale(accelerator: Accelerator, **scaler_kwargs: Any) -> GradScaler:
             "accelerate builds one only for fp16 on a GPU or other accelerator, without DeepSpeed"
         )
     stepped = getattr(old, "_scale", None) is not None
-    return adopt_scaler(old, scaler_kwargs, carry_state=stepped)
+    scaler = adopt_scaler(old, scaler_kwargs, carry_state=stepped)
+    if skip_aware_schedule:
+        _make_schedules_skip_aware(accelerator, scaler)
+    return scaler
+
+
+def _make_schedules_skip_aware(accelerator: Accelerator, scaler: GradScaler) -> None:
+    """Schedulers already prepared now, and those ``prepare()`` wraps later, through the
+    accelerator's own ``prepare_scheduler`` (which ``prepare()`` calls for each scheduler)."""
+    for prepared in accelerator._schedulers:
+        make_skip_aware(prepared.scheduler, scaler)
+    prepare_scheduler = accelerator.prepare_scheduler
+    if getattr(prepare_scheduler, "_skip_aware", False):
+        return
+
+    def prepare_skip_aware(scheduler: Any) -> Any:
+        prepared = prepare_scheduler(scheduler)
+        make_skip_aware(prepared.scheduler, scaler)
+        return prepared
+
+    prepare_skip_aware._skip_aware = True  # type: ignore[attr-defined]
+    accelerator.prepare_scheduler = prepare_skip_aware  # type: ignore[method-assign]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from scaler._grad_scaler import GradScaler
+from scaler._skip_aware_scheduler import make_skip_aware
 from scaler.integrations._extras import require
 from scaler.integrations._log_fields import log_fields
 
@@ -28,10 +29,31 @@ from lightning.pytorch import Callback, LightningModule, Trainer  # noqa: E402
 from lightning.pytorch.plugins.precision import MixedPrecision  # noqa: E402
 from lightning.pytorch.utilities.exceptions import MisconfigurationException  # noqa: E402
 
-__all__ = ["LossScaleMonitor", "precision_plugin"]
+__all__ = ["LossScaleMonitor", "SkipAwareMixedPrecision", "precision_plugin"]
 
 #: ``LossScaleMonitor(logging_interval=...)`` values.
 LOGGING_INTERVALS = ("step", "epoch")
+
+
+class SkipAwareMixedPrecision(MixedPrecision):
+    """Lightning's ``MixedPrecision`` whose per-step LR schedulers skip with a skipped step.
+
+    Lightning steps a scheduler whether or not the scaler skipped the optimizer step (Lightning
+    #21339). After each optimizer step this plugin makes the Trainer's schedulers with
+    ``interval="step"`` skip-aware, in place (:class:`~scaler.SkipAwareScheduler`): with a fused
+    optimizer, with no host read. Per-epoch schedules and ReduceLROnPlateau are left alone.
+    """
+
+    def optimizer_step(  # type: ignore[override]
+        self, optimizer: Any, model: Any, closure: Any, **kwargs: Any
+    ) -> Any:
+        result = super().optimizer_step(optimizer, model=model, closure=closure, **kwargs)
+        trainer = getattr(model, "_trainer", None)
+        if trainer is not None and self.scaler is not None:
+            for config in trainer.lr_scheduler_configs:
+                if config.interval == "step":
+                    make_skip_aware(config.scheduler, self.scaler)
+        return result
 
 
 def precision_plugin(
@@ -39,6 +61,7 @@ def precision_plugin(
     device: str = "cuda",
     *,
     fabric: bool = False,
+    skip_aware_schedule: bool = True,
     **scaler_kwargs: Any,
 ) -> MixedPrecision | FabricMixedPrecision:
     """Lightning's ``MixedPrecision`` plugin with ampscale's :class:`~scaler.GradScaler`.
@@ -48,6 +71,9 @@ def precision_plugin(
     ``Trainer(plugins=[...])``, or with ``fabric=True`` as ``Fabric(plugins=[...])``. Only fp16
     needs a loss scaler: for bf16 use ``precision="bf16-mixed"`` without this plugin. The
     scaler's state (with its counters) is saved in checkpoints and restored by ``ckpt_path=``.
+    With ``skip_aware_schedule`` (the default; Trainer only) the per-step LR schedulers advance
+    only for applied optimizer steps (:class:`SkipAwareMixedPrecision`). Fabric users step their
+    scheduler themselves: wrap it in :class:`~scaler.SkipAwareScheduler`.
     """
     if precision != "16-mixed":
         raise ValueError(
@@ -55,7 +81,9 @@ def precision_plugin(
             "a loss scaler (for bf16 pass precision='bf16-mixed' to the Trainer instead)"
         )
     scaler = GradScaler(device, **scaler_kwargs)
-    plugin_class = FabricMixedPrecision if fabric else MixedPrecision
+    if fabric:
+        return FabricMixedPrecision(precision, device, scaler=scaler)
+    plugin_class = SkipAwareMixedPrecision if skip_aware_schedule else MixedPrecision
     return plugin_class(precision, device, scaler=scaler)
 
 

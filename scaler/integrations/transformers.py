@@ -20,6 +20,7 @@ from typing import Any
 from scaler._errors import ScalerArgumentError
 from scaler._grad_scaler import GradScaler
 from scaler._policy import BELOW_ONE_POLICIES, ScaleBelowOneWarning, below_one_message
+from scaler._skip_aware_scheduler import SkipAwareScheduler, make_skip_aware
 from scaler.integrations._adopt import adopt_scaler
 from scaler.integrations._extras import require
 from scaler.integrations._log_fields import log_fields
@@ -28,6 +29,7 @@ require("transformers", "transformers", "transformers")
 require("accelerate", "transformers", "transformers")
 
 from transformers import (  # noqa: E402  (after the check that names the extra)
+    Trainer,
     TrainerCallback,
     TrainerControl,
     TrainerState,
@@ -45,6 +47,9 @@ _METRIC_PREFIXES = ("eval_", "test_", "predict_")
 _NOT_SCALER_KWARGS = ("device", "enabled")
 #: Frames between ``_run_first`` and ``CallbackHandler.call_event`` (event method, overrides).
 _HANDLER_SEARCH_DEPTH = 4
+
+#: The Trainer method that reads the LR at every optimizer step (for the logs of that step).
+_TRAINER_LR_READ = Trainer._get_learning_rate.__code__
 
 _WHAT_TO_DO = (
     "With the Trainer: set TrainingArguments(bf16=True) instead of fp16=True (Ampere or newer "
@@ -77,11 +82,18 @@ class LossScaleCallback(TrainerCallback, ExportableState):
     resumed run restores it, also from a checkpoint saved with torch's scaler. The scaler is
     ``callback.scaler`` once training has begun.
 
+    With ``skip_aware_schedule`` (the default) the Trainer's LR scheduler steps only for
+    applied optimizer steps (:class:`~scaler.SkipAwareScheduler`, in place). The Trainer already
+    holds it back after a skipped non-fused step, but not after a skipped fused one
+    (``optim="adamw_torch_fused"``), which it cannot tell; ours can, with no host read. The
+    Trainer reads the LR at every step for its logs: it gets ``peek_last_lr()`` (never waits;
+    on CUDA possibly one step old, like ``loss_scale``).
+
     When the Trainer has no scaler (bf16, fp32, DeepSpeed, or fp16 on CPU, where accelerate
     neither autocasts nor scales) the callback warns once and logs nothing.
     """
 
-    def __init__(self, **scaler_kwargs: Any) -> None:
+    def __init__(self, *, skip_aware_schedule: bool = True, **scaler_kwargs: Any) -> None:
         for name in _NOT_SCALER_KWARGS:
             if name in scaler_kwargs:
                 raise TypeError(f"LossScaleCallback: {name!r} is set by the Trainer, not here")
@@ -102,6 +114,9 @@ class LossScaleCallback(TrainerCallback, ExportableState):
         self.below_one_message: str | None = None
         self._in_episode = False
         self._seen_events = (0, 0)
+        self._skip_aware_schedule = skip_aware_schedule
+        #: The Trainer's scheduler made skip-aware, once training has begun (None otherwise).
+        self.schedule: SkipAwareScheduler | None = None
 
     # --------------------------------------------------------------- checkpoints
 
@@ -173,6 +188,11 @@ class LossScaleCallback(TrainerCallback, ExportableState):
         stats = self.scaler.stats()
         self._seen_events = (stats.steps_below_one, stats.floor_hits)
         self._in_episode = False
+        scheduler = kwargs.get("lr_scheduler")
+        if self._skip_aware_schedule and scheduler is not None:
+            self.schedule = make_skip_aware(scheduler, self.scaler)
+            if self.schedule is not None:
+                scheduler.get_last_lr = _peek_for_the_trainer(self.schedule)
 
     # --------------------------------------------------------------- the policy
 
@@ -239,3 +259,21 @@ class LossScaleCallback(TrainerCallback, ExportableState):
         ):
             history.update(fields)
         logs.update(fields)
+
+
+def _peek_for_the_trainer(schedule: SkipAwareScheduler) -> Any:
+    """``get_last_lr`` that answers the Trainer's per-step read with ``peek_last_lr()``.
+
+    ``Trainer._get_learning_rate()`` runs after every optimizer step and reads a tensor LR with
+    ``.item()``: on the device path, one sync per step. Every other caller (user code, and the
+    Trainer's other reads) gets the exact ``get_last_lr()``.
+    """
+
+    def get_last_lr() -> list[float] | list[Any]:
+        if sys._getframe(1).f_code is _TRAINER_LR_READ:
+            peeked = schedule.peek_last_lr()
+            if peeked is not None:
+                return peeked
+        return schedule.get_last_lr()
+
+    return get_last_lr

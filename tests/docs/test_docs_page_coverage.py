@@ -44,14 +44,20 @@ def test_every_command_people_run_is_checked() -> None:
 
 
 def test_the_real_commands_are_all_on_a_page() -> None:
-    # What the docs render today (cli.md's directives) covers every argument of both commands.
+    # What the docs render today (cli.md's directives, and editors.md's for `amp-lint server`)
+    # covers every argument of both commands.
     rendered = [
         pair
-        for target in ("linter.cli:build_parser", "scaler.cli:build_inspect_parser")
+        for target in (
+            "linter.cli:build_parser",
+            "linter.cli:build_server_parser",
+            "scaler.cli:build_inspect_parser",
+        )
         for pair in cli_reference.command_arguments(cli_reference.load_parser(target))
     ]
     assert page_coverage.missing_arguments(_configured_commands(), rendered) == []
     assert ("amp-lint", "--unsafe-fixes") in rendered
+    assert ("amp-lint server", "--debounce") in rendered
     assert ("python -m scaler inspect", "--count-out-of-range") in rendered
 
 

@@ -444,7 +444,57 @@ FUNCTIONS = [
         "loss_fn must be callable",
     ),
     BadCall("SyncCounter", "an argument", lambda s: scaler.SyncCounter(1), TypeError, "argument"),
+    BadCall(
+        "SkipAwareScheduler",
+        "not a scheduler",
+        lambda s: scaler.SkipAwareScheduler(s.optimizer, s.scaler),
+        ValueError,
+        r"scheduler must be a torch\.optim\.lr_scheduler\.LRScheduler, got SGD",
+    ),
+    BadCall(
+        "SkipAwareScheduler",
+        "ReduceLROnPlateau",
+        lambda s: scaler.SkipAwareScheduler(_plateau(s), s.scaler),
+        ValueError,
+        "ReduceLROnPlateau steps on a metric",
+    ),
+    BadCall(
+        "SkipAwareScheduler",
+        "not a scaler",
+        lambda s: scaler.SkipAwareScheduler(_step_lr(s), "scaler"),
+        ValueError,
+        r"scaler must be a scaler\.GradScaler or torch\.amp\.GradScaler, got str",
+    ),
+    BadCall(
+        "SkipAwareScheduler",
+        "horizon 0",
+        lambda s: scaler.SkipAwareScheduler(_step_lr(s), s.scaler, horizon=0),
+        ValueError,
+        "horizon must be a positive int, got 0",
+    ),
+    BadCall(
+        "SkipAwareScheduler",
+        "horizon a bool",
+        lambda s: scaler.SkipAwareScheduler(_step_lr(s), s.scaler, horizon=True),
+        ValueError,
+        "horizon must be a positive int, got True",
+    ),
+    BadCall(
+        "SkipAwareScheduler",
+        "step(epoch)",
+        lambda s: scaler.SkipAwareScheduler(_step_lr(s), s.scaler).step(3),
+        ValueError,
+        r"step\(\) takes no epoch",
+    ),
 ]
+
+
+def _step_lr(setup: Setup) -> torch.optim.lr_scheduler.LRScheduler:
+    return torch.optim.lr_scheduler.StepLR(setup.optimizer, step_size=1)
+
+
+def _plateau(setup: Setup) -> torch.optim.lr_scheduler.ReduceLROnPlateau:
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(setup.optimizer)
 
 
 def _frozen_field_write(name: str) -> BadCall:

@@ -31,6 +31,10 @@ def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:
         ("if x:\n    a()\nelif y:\n    b()\n", True),
         ("if x:\n    a()\nelse:\n    b()\n", True),
         ("if x:\n    a()\nif y:\n    b()\n", False),
+        # Tests that give no facts: only the arms of one if/elif/else say they are exclusive.
+        ("if x > 3:\n    a()\nelse:\n    b()\n", True),
+        ("if n >= k:\n    a()\nelif n < 0:\n    pass\nelse:\n    b()\n", True),
+        ("if x > 3:\n    a()\nif x > 3:\n    b()\n", False),
         ("if p == 'bf16':\n    a()\nif p == 'fp16':\n    b()\n", True),
         ("if p == 'bf16':\n    a()\nif p != 'bf16':\n    b()\n", True),
         ("if p in ('bf16', 'fp16'):\n    a()\nif p == 'fp16':\n    b()\n", False),
@@ -105,3 +109,22 @@ def test_a_derived_flag_implies_the_conditions_it_was_set_under(
     )
     paths, calls = facts_of(source)
     assert paths.exclusive(calls["a"], calls["b"]) is exclusive
+
+
+def test_only_the_arms_of_one_if_are_exclusive_arms() -> None:
+    paths, calls = facts_of(
+        """
+        if n > limit:
+            a()
+        else:
+            b()
+            if m > limit:
+                c()
+            else:
+                d()
+        """
+    )
+    assert paths.in_exclusive_arms(calls["a"], calls["b"])
+    assert paths.in_exclusive_arms(calls["a"], calls["d"])
+    assert paths.in_exclusive_arms(calls["c"], calls["d"])
+    assert not paths.in_exclusive_arms(calls["b"], calls["c"])

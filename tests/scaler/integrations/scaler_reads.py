@@ -3,7 +3,8 @@
 On CPU, ``peek_scale()`` reads the scale tensor itself (on CUDA it reads a pinned copy that an
 earlier step queued, no sync), and ``stats()`` is the one explicit transfer per log. The sync
 tests allow at most those, one ``SyncCounter`` count per call as measured on a bare scaler, and
-nothing else.
+nothing else. ``SkipAwareScheduler.peek_last_lr()`` is the same kind of read of the LR (the HF
+Trainer reads the LR at every step): CPU-only, none on CUDA.
 """
 
 from __future__ import annotations
@@ -15,31 +16,36 @@ from typing import Any
 
 import torch
 
-from scaler import GradScaler, SyncCounter
+from scaler import GradScaler, SkipAwareScheduler, SyncCounter
 
-READS = ("peek_scale", "stats")
+#: The counted reads, and the class each is a method of.
+READS: dict[str, type] = {
+    "peek_scale": GradScaler,
+    "stats": GradScaler,
+    "peek_last_lr": SkipAwareScheduler,
+}
 
 
 @contextmanager
 def counting_reads() -> Iterator[Counter[str]]:
-    """Count calls of ``GradScaler.peek_scale`` and ``GradScaler.stats`` while inside."""
+    """Count calls of each method in ``READS`` while inside."""
     calls: Counter[str] = Counter()
-    originals = {name: GradScaler.__dict__[name] for name in READS}
+    originals = {name: owner.__dict__[name] for name, owner in READS.items()}
 
     def counting(name: str) -> Any:
-        def counted(self: GradScaler, *args: Any, **kwargs: Any) -> Any:
+        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
             calls[name] += 1
             return originals[name](self, *args, **kwargs)
 
         return counted
 
     try:
-        for name in READS:
-            setattr(GradScaler, name, counting(name))
+        for name, owner in READS.items():
+            setattr(owner, name, counting(name))
         yield calls
     finally:
         for name, original in originals.items():
-            setattr(GradScaler, name, original)
+            setattr(READS[name], name, original)
 
 
 def syncs_per_read() -> dict[str, int]:
@@ -48,12 +54,15 @@ def syncs_per_read() -> dict[str, int]:
     param = torch.nn.Parameter(torch.ones(2))
     optimizer = torch.optim.Adam([param], fused=True)
     scaler = GradScaler("cpu")
+    schedule = SkipAwareScheduler(torch.optim.lr_scheduler.StepLR(optimizer, 2), scaler)
     scaler.scale(param.sum()).backward()
     scaler.step(optimizer)
     scaler.update()
+    schedule.step()
+    owners = {GradScaler: scaler, SkipAwareScheduler: schedule}
     cost = {}
-    for name in READS:
+    for name, owner in READS.items():
         with SyncCounter() as syncs:
-            getattr(scaler, name)()
+            getattr(owners[owner], name)()
         cost[name] = syncs.count
     return cost

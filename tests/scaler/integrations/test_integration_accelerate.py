@@ -150,3 +150,72 @@ def test_a_fused_step_through_accelerate_makes_no_sync() -> None:
     with SyncCounter() as syncs:
         _train(accelerator, model, optimizer, steps=5)
     assert syncs.count == 0
+
+
+def _train_scheduled(accelerator: Accelerator, model, optimizer, scheduler, steps: int) -> None:
+    inputs, targets = torch.randn(16, 8), torch.randn(16, 1)
+    for _ in range(steps):
+        with accelerator.autocast():
+            loss = torch.nn.functional.mse_loss(model(inputs).float(), targets)
+        accelerator.backward(loss)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+@pytest.mark.parametrize("when", ["before_prepare", "after_prepare"])
+def test_a_skipped_step_does_not_advance_the_prepared_scheduler(when: str, fused: bool) -> None:
+    accelerator = _accelerator(init_scale=256.0)
+    model, optimizer = _model_and_optimizer(fused=fused)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+    if when == "before_prepare":
+        use_ampscale(accelerator)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    if when == "after_prepare":
+        use_ampscale(accelerator)
+    Overflow(model[0], times=2)
+    _train_scheduled(accelerator, model, optimizer, scheduler, steps=6)
+    assert accelerator.scaler.stats().skipped_steps == 2
+    assert scheduler.get_last_lr()[0] == pytest.approx(1e-3 / 5, rel=1e-6)
+    assert scheduler.scheduler.last_epoch == 4  # 6 steps, 2 skipped (after the read above)
+    saved = scheduler.state_dict()
+    assert saved["last_epoch"] == 4
+    assert "step" not in saved  # only the scheduler's own state is saved
+
+
+def test_torch_scaler_with_a_fused_optimizer_advances_the_schedule_on_skips() -> None:
+    # The failure use_ampscale fixes (accelerate #4242), shown on accelerate itself.
+    accelerator = _accelerator(init_scale=256.0)
+    model, optimizer = _model_and_optimizer(fused=True)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    Overflow(model[0], times=2)
+    _train_scheduled(accelerator, model, optimizer, scheduler, steps=6)
+    assert accelerator.scaler.get_scale() == 64.0  # two skips
+    assert scheduler.scheduler.last_epoch == 6
+
+
+def test_skip_aware_schedule_can_be_turned_off() -> None:
+    accelerator = _accelerator(init_scale=256.0)
+    use_ampscale(accelerator, skip_aware_schedule=False)
+    model, optimizer = _model_and_optimizer(fused=True)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    Overflow(model[0], times=2)
+    _train_scheduled(accelerator, model, optimizer, scheduler, steps=6)
+    assert scheduler.scheduler.last_epoch == 6
+
+
+def test_a_fused_step_with_a_skip_aware_schedule_makes_no_sync() -> None:
+    accelerator = _accelerator(init_scale=256.0)
+    use_ampscale(accelerator)
+    model, optimizer = _model_and_optimizer(fused=True)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=10)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    _train_scheduled(accelerator, model, optimizer, scheduler, steps=1)
+    with SyncCounter() as syncs:
+        _train_scheduled(accelerator, model, optimizer, scheduler, steps=5)
+    assert syncs.count == 0
+    assert accelerator.scaler.stats().skipped_steps == 0
+    assert scheduler.state_dict()["last_epoch"] == 6

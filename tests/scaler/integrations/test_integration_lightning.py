@@ -188,3 +188,70 @@ def test_fabric_steps_through_our_scaler() -> None:
         optimizer.zero_grad()
     stats = plugin.scaler.stats()
     assert (stats.steps, stats.skipped_steps, stats.scale) == (8, 1, 8.0)
+
+
+class ScheduledModule(TinyModule):
+    """TinyModule with a per-step schedule (and, optionally, a per-epoch one beside it)."""
+
+    def __init__(self, *args: Any, epoch_schedule: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.epoch_schedule = epoch_schedule
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.AdamW(self.parameters(), lr=1e-3, fused=self.fused)
+        step = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1.0 / (k + 1))
+        schedulers = [{"scheduler": step, "interval": "step"}]
+        if self.epoch_schedule:
+            epoch = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+            schedulers.append({"scheduler": epoch, "interval": "epoch"})
+        return [optimizer], schedulers
+
+
+def _positions(trainer: pl.Trainer) -> list[int]:
+    return [config.scheduler.state_dict()["last_epoch"] for config in trainer.lr_scheduler_configs]
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["foreach", "fused"])
+def test_a_skipped_step_does_not_advance_a_per_step_schedule(tmp_path: Path, fused: bool) -> None:
+    trainer = _trainer(tmp_path, [], enable_checkpointing=True)
+    trainer.fit(ScheduledModule(overflow_times=3, fused=fused), _data())
+    assert trainer.precision_plugin.scaler.stats().skipped_steps == 3
+    assert _positions(trainer) == [5]  # 8 steps, 3 skipped
+    saved = torch.load(next(tmp_path.rglob("*.ckpt")), weights_only=False)["lr_schedulers"]
+    assert saved[0]["last_epoch"] == 5
+    assert "step" not in saved[0]
+
+
+def test_per_epoch_schedules_are_left_to_lightning(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, [], max_epochs=2)
+    trainer.fit(ScheduledModule(overflow_times=3, fused=True, epoch_schedule=True), _data())
+    assert _positions(trainer) == [13, 2]  # 16 steps, 3 skipped; 2 epochs
+
+
+def test_with_torchs_scaler_a_skipped_step_still_advances_the_schedule(tmp_path: Path) -> None:
+    # Lightning #21339, the failure the plugin fixes.
+    torch_plugin = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu", 64.0))
+    trainer = _trainer(tmp_path, [], plugin=torch_plugin)
+    trainer.fit(ScheduledModule(overflow_times=3, fused=True), _data())
+    assert _positions(trainer) == [8]
+
+
+def test_skip_aware_schedule_can_be_turned_off(tmp_path: Path) -> None:
+    plugin = precision_plugin(device="cpu", init_scale=64.0, skip_aware_schedule=False)
+    assert type(plugin) is MixedPrecision
+    trainer = _trainer(tmp_path, [], plugin=plugin)
+    trainer.fit(ScheduledModule(overflow_times=3, fused=True), _data())
+    assert _positions(trainer) == [8]
+
+
+def test_fused_steps_with_a_skip_aware_schedule_add_no_sync(tmp_path: Path) -> None:
+    def syncs(root: Path, plugin: Any) -> int:
+        trainer = _trainer(root, [], plugin=plugin, log_every_n_steps=1)
+        with SyncCounter() as counter:
+            trainer.fit(ScheduledModule(fused=True), _data())
+        return counter.count
+
+    plain = precision_plugin(device="cpu", skip_aware_schedule=False)
+    assert syncs(tmp_path / "ours", precision_plugin(device="cpu")) == syncs(
+        tmp_path / "plain", plain
+    )

@@ -301,3 +301,84 @@ def test_bad_arguments_fail_when_the_callback_is_made() -> None:
         LossScaleCallback(min_scale=-1.0)
     with pytest.raises(TypeError, match="'device' is set by the Trainer"):
         LossScaleCallback(device="cuda")
+
+
+def _linear_lr(applied: int, total: int = 6, peak: float = 5e-5) -> float:
+    """HF's default schedule (linear decay, no warmup) after ``applied`` steps."""
+    return peak * (1 - applied / total)
+
+
+@pytest.mark.parametrize("optim", ["adamw_torch", "adamw_torch_fused"])
+def test_a_skipped_step_does_not_advance_the_trainers_schedule(tmp_path: Path, optim: str) -> None:
+    callback = LossScaleCallback()
+    trainer = make_trainer(
+        tmp_path,
+        [callback],
+        max_steps=6,
+        torch_scaler={"init_scale": 256.0},
+        overflow_times=2,
+        optim=optim,
+    )
+    trainer.train()
+    assert trainer.accelerator.scaler.stats().skipped_steps == 2
+    assert callback.schedule is not None
+    assert trainer.lr_scheduler.state_dict()["last_epoch"] == 4  # 6 steps, 2 skipped
+    # The logged LR is the one each step used: held at the start while steps 1-2 are skipped.
+    logged = [entry["learning_rate"] for entry in _train_logs(trainer)]
+    expected = [_linear_lr(k) for k in (0, 0, 0, 1, 2, 3)]
+    assert logged == pytest.approx(expected, rel=1e-6)
+
+
+def test_without_the_callback_a_fused_skip_advances_the_schedule(tmp_path: Path) -> None:
+    # The Trainer's own check cannot see a fused optimizer's skip: the failure the callback fixes.
+    trainer = make_trainer(
+        tmp_path,
+        [],
+        max_steps=6,
+        torch_scaler={"init_scale": 256.0},
+        overflow_times=2,
+        optim="adamw_torch_fused",
+    )
+    trainer.train()
+    assert trainer.accelerator.scaler.get_scale() == 64.0
+    assert trainer.lr_scheduler.state_dict()["last_epoch"] == 6
+
+
+def test_skip_aware_schedule_can_be_turned_off(tmp_path: Path) -> None:
+    callback = LossScaleCallback(skip_aware_schedule=False)
+    trainer = make_trainer(
+        tmp_path,
+        [callback],
+        max_steps=6,
+        torch_scaler={"init_scale": 256.0},
+        overflow_times=2,
+        optim="adamw_torch_fused",
+    )
+    trainer.train()
+    assert callback.schedule is None
+    assert trainer.lr_scheduler.state_dict()["last_epoch"] == 6
+
+
+def test_a_resumed_run_continues_the_schedule_at_the_applied_count(tmp_path: Path) -> None:
+    first = make_trainer(
+        tmp_path,
+        [LossScaleCallback()],
+        max_steps=4,
+        save_strategy="steps",
+        save_steps=4,
+        torch_scaler={"init_scale": 256.0},
+        overflow_times=2,
+        optim="adamw_torch_fused",
+    )
+    first.train()
+    assert torch.load(tmp_path / "checkpoint-4" / "scheduler.pt")["last_epoch"] == 2
+
+    second = make_trainer(
+        tmp_path,
+        [LossScaleCallback()],
+        max_steps=6,
+        torch_scaler={"init_scale": 1.0},
+        optim="adamw_torch_fused",
+    )
+    second.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    assert second.lr_scheduler.state_dict()["last_epoch"] == 4

@@ -1,0 +1,138 @@
+"""Files to modules: where a project starts, and which of its files an import statement names.
+
+Resolution is static, as Python's import system would find a project-local module when the
+project is run from its root or a script from its own folder: the importing script's folder, the
+project root, ``src/`` and any folder a literal ``sys.path.insert(0, ...)`` adds are searched in
+that order; packages may lack ``__init__.py`` (namespace packages). Nothing is imported or run.
+An import that names no file of the project (``torch``, a typo, a module built at run time)
+resolves to None: unknown, never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+#: Files whose folder is a project root, as ruff, pre-commit and editors find one.
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+
+#: Folders under the root that hold the packages in a ``src/`` layout.
+SOURCE_FOLDERS = ("src",)
+
+
+def find_root(path: str, fallback: str | None = None) -> str:
+    """The folder above ``path`` holding a `ROOT_MARKERS` file (the nearest one), else
+    ``fallback`` (the folder a run was asked to lint), else the folder of ``path`` itself."""
+    start = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else path
+    folder = os.path.abspath(start)
+    while True:
+        if any(os.path.exists(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return os.path.abspath(fallback or start)
+        folder = parent
+
+
+@dataclass(frozen=True, slots=True)
+class ImportTarget:
+    """What one imported name refers to in the project."""
+
+    #: The project file (absolute path) holding the module.
+    path: str
+    #: The name inside that module (``train_one_epoch`` of ``from engine import
+    #: train_one_epoch``), or None when the imported name is the module itself.
+    attribute: str | None = None
+
+
+class ModuleFiles:
+    """The project's Python files, answering "which file is module ``a.b``, seen from here?"."""
+
+    def __init__(self, root: str, files: Iterable[str]) -> None:
+        self.root = os.path.abspath(root)
+        #: Every project file, absolute and normalised.
+        self.files: frozenset[str] = frozenset(os.path.abspath(f) for f in files)
+        self._folders = frozenset(os.path.dirname(f) for f in self.files)
+        self._cache: dict[tuple[str, str, int, tuple[str, ...]], ImportTarget | None] = {}
+
+    def search_roots(self, importer: str, extra: Sequence[str] = ()) -> list[str]:
+        """Folders searched for an absolute import in ``importer``, first match wins."""
+        roots = [os.path.dirname(os.path.abspath(importer))]
+        for folder in extra:
+            base = folder if os.path.isabs(folder) else os.path.join(roots[0], folder)
+            roots.append(os.path.normpath(base))
+        roots.append(self.root)
+        roots.extend(os.path.join(self.root, name) for name in SOURCE_FOLDERS)
+        roots.extend(self._package_tops(importer))
+        return list(dict.fromkeys(roots))
+
+    def _package_tops(self, importer: str) -> list[str]:
+        """The folder above the outermost package around ``importer`` (``pkg/sub/mod.py`` with
+        ``__init__.py`` files: the folder holding ``pkg``), where ``pkg.sub.mod`` is importable."""
+        folder = os.path.dirname(os.path.abspath(importer))
+        top = None
+        while os.path.join(folder, "__init__.py") in self.files:
+            top = os.path.dirname(folder)
+            folder = top
+        return [top] if top else []
+
+    def resolve(
+        self,
+        importer: str,
+        module: str,
+        level: int = 0,
+        name: str | None = None,
+        extra_roots: Sequence[str] = (),
+    ) -> ImportTarget | None:
+        """The project file behind ``import module`` (``name`` None) or ``from module import name``
+        in ``importer``; ``level`` counts the leading dots of a relative import."""
+        key = (os.path.abspath(importer), module, level, (name or "", *extra_roots))
+        if key not in self._cache:
+            self._cache[key] = self._resolve(importer, module, level, name, extra_roots)
+        return self._cache[key]
+
+    def _resolve(
+        self,
+        importer: str,
+        module: str,
+        level: int,
+        name: str | None,
+        extra_roots: Sequence[str],
+    ) -> ImportTarget | None:
+        parts = [part for part in module.split(".") if part]
+        if level:
+            base = os.path.dirname(os.path.abspath(importer))
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            roots = [base]
+        else:
+            if not parts:
+                return None
+            roots = self.search_roots(importer, extra_roots)
+        for root in roots:
+            found = self._in_root(root, parts, name)
+            if found is not None:
+                return found
+        return None
+
+    def _in_root(self, root: str, parts: list[str], name: str | None) -> ImportTarget | None:
+        folder = os.path.join(root, *parts)
+        if name is not None:
+            # `from pkg import mod` names a submodule when such a file exists, else an attribute.
+            for candidate in (os.path.join(folder, f"{name}.py"),):
+                if candidate in self.files:
+                    return ImportTarget(candidate)
+            if os.path.join(folder, name, "__init__.py") in self.files:
+                return ImportTarget(os.path.join(folder, name, "__init__.py"))
+        if parts:
+            module_file = folder + ".py"
+            if module_file in self.files:
+                return ImportTarget(module_file, name)
+        package = os.path.join(folder, "__init__.py")
+        if package in self.files:
+            return ImportTarget(package, name)
+        if parts and folder in self._folders and name is not None:
+            # A namespace package's submodule was not found above: the name is unknown.
+            return None
+        return None

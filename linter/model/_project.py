@@ -1,0 +1,459 @@
+"""The project: every module's summary, joined by resolved imports, calls and class bases.
+
+Rules never walk another file's tree. When an analysis of the module being linted reaches the edge
+of what the module shows, it asks the project:
+
+- *Is this function run every training step?* `Project.per_step_reason` follows the call sites of
+  the function across modules (a ``train_one_epoch`` whose loop is in ``main.py``; a subclass's
+  ``train_step`` that a base class's loop calls through ``self``), as far as the shared depth
+  limit.
+- *What does this call run?* `Project.graft` parses the called function of another module from its
+  summary and hangs it under the call, so the iteration, dtype and scaler analyses read its events
+  and returns as they read a function of the same module; positions inside it map to the call
+  site, and findings name the other file as a related location.
+
+Every answer is recorded: `used` lists the summaries a lint consulted, which key its cached
+result. Unknown stays unknown: an unresolvable import, an ambiguous method name or a call into a
+library gives no answer, never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import libcst as cst
+
+from linter.model._dotted_names import dotted_name
+from linter.model._imports import ModuleFiles
+from linter.model._module_index import MAX_CALL_DEPTH, module_index
+from linter.model._per_step import GENERIC_METHOD_NAMES
+from linter.model._summary import CallRecord, ClassRecord, ModuleSummary, qualified_name
+
+#: How many re-exports deep a name is followed (``from .engine import train`` in an
+#: ``__init__.py`` that another module imports from).
+_REEXPORT_DEPTH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionRef:
+    """A function or method of the project."""
+
+    #: Absolute path of its module's file.
+    path: str
+    #: ``train_one_epoch`` or ``Trainer.train_step``.
+    qualname: str
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignSite:
+    """Where a grafted node really is: a function of another file, hung under a local call."""
+
+    #: The local call the function is grafted under (positions inside map to it).
+    via: cst.Call
+    #: The function's file, relative to the project root when under it.
+    path: str
+    #: The called function's qualified name.
+    qualname: str
+    #: Line of the function's ``def`` in its file (the graft's line 1).
+    first_line: int
+    #: The small module parsed from the summary's source (for positions inside it).
+    module: cst.Module
+
+
+class Project:
+    """The summaries of a project's modules and the questions rules ask across them."""
+
+    def __init__(self, files: ModuleFiles, summaries: Mapping[str, ModuleSummary]) -> None:
+        self.files = files
+        self.summaries = dict(summaries)
+        #: Paths of the summaries consulted since `reset_used` (a lint's dependencies).
+        self.used: set[str] = set()
+        self._callers: dict[str, list[tuple[str, CallRecord]]] | None = None
+        self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
+        self._methods: dict[str, list[FunctionRef]] | None = None
+        self._caller_digests: dict[str, str] | None = None
+        self._components: dict[str, frozenset[str]] | None = None
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def reset_used(self) -> None:
+        self.used = set()
+
+    def summary(self, path: str) -> ModuleSummary | None:
+        found = self.summaries.get(path)
+        if found is not None:
+            self.used.add(path)
+        return found
+
+    def display(self, path: str) -> str:
+        """``path`` relative to the project root, as findings name other files."""
+        try:
+            relative = os.path.relpath(path, self.files.root)
+        except ValueError:  # another drive on Windows
+            return path
+        return path if relative.startswith("..") else relative.replace(os.sep, "/")
+
+    # -- names --------------------------------------------------------------------------------
+
+    def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | tuple | None:
+        """What ``dotted`` names in module ``path``: a `FunctionRef`, ``("class", path, name)``,
+        ``("module", path)``, or None when it is not the project's."""
+        summary = self.summary(path)
+        if summary is None or depth > _REEXPORT_DEPTH:
+            return None
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            local = ".".join(parts[:cut])
+            record = next((r for r in reversed(summary.imports) if r.local == local), None)
+            if record is None:
+                continue
+            target = self.files.resolve(
+                path, record.module, record.level, record.name, summary.sys_path
+            )
+            if target is None:
+                return None
+            start: tuple = ("module", target.path)
+            if target.attribute is not None:
+                start = self._member(target.path, target.attribute, depth + 1)
+            return self._walk(start, parts[cut:], depth + 1)
+        return self._walk(self._defined(summary, parts[0]), parts[1:], depth)
+
+    @staticmethod
+    def _defined(summary: ModuleSummary, name: str) -> tuple:
+        if summary.function(name) is not None:
+            return ("function", summary.path, name)
+        if summary.class_named(name) is not None:
+            return ("class", summary.path, name)
+        text = dict(summary.constants).get(name)
+        if text is not None:
+            return ("constant", summary.path, name, text)
+        return ()
+
+    def constant(self, context: object, dotted: str) -> cst.BaseExpression | None:
+        """The value of a module-level constant of another project module that ``dotted``
+        names in the module being linted (``config.AMP_DTYPE``), parsed; None when unknown."""
+        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        found = self.resolve(path, dotted)
+        if not (isinstance(found, tuple) and found and found[0] == "constant"):
+            return None
+        if found[1] == path:
+            return None
+        try:
+            return cst.parse_expression(found[3])
+        except Exception:  # a summary from another libcst version
+            return None
+
+    def _member(self, path: str, name: str, depth: int) -> tuple:
+        """``name`` in module ``path``: defined there, or imported there (a re-export)."""
+        summary = self.summary(path)
+        if summary is None:
+            return ()
+        defined = self._defined(summary, name)
+        if defined or not any(record.local == name for record in summary.imports):
+            return defined
+        found = self.resolve(path, name, depth + 1)
+        if isinstance(found, FunctionRef):
+            return ("function", found.path, found.qualname)
+        return found or ()
+
+    def _walk(self, start: tuple, rest: list[str], depth: int) -> FunctionRef | tuple | None:
+        current = start
+        for part in rest:
+            if not current:
+                return None
+            if current[0] == "module":
+                current = self._member(current[1], part, depth)
+            elif current[0] == "class":
+                method = self.method(current[1], current[2], part)
+                current = ("function", method.path, method.qualname) if method else ()
+            else:
+                return None
+        if not current:
+            return None
+        if current[0] == "function":
+            return FunctionRef(current[1], current[2])
+        return current
+
+    def class_of(self, path: str, dotted: str) -> tuple[str, str] | None:
+        """The project class a base or constructor name denotes, as (path, name)."""
+        found = self.resolve(path, dotted)
+        if isinstance(found, tuple) and found and found[0] == "class":
+            return found[1], found[2]
+        return None
+
+    def bases(self, path: str, name: str) -> list[tuple[str, str]]:
+        """The project classes ``name`` derives from, nearest first (depth-first, cycle-safe)."""
+        found: list[tuple[str, str]] = []
+        stack = [(path, name)]
+        while stack and len(found) < 32:
+            current = stack.pop()
+            summary = self.summary(current[0])
+            record = summary.class_named(current[1]) if summary is not None else None
+            if record is None:
+                continue
+            for base in reversed(record.bases):
+                resolved = self.class_of(current[0], base)
+                if resolved is not None and resolved not in found and resolved != (path, name):
+                    found.append(resolved)
+                    stack.append(resolved)
+        return found
+
+    def method(self, path: str, cls: str, name: str) -> FunctionRef | None:
+        """The method ``name`` as class ``cls`` (or its nearest project base) defines it."""
+        for owner_path, owner in ((path, cls), *self.bases(path, cls)):
+            summary = self.summary(owner_path)
+            record: ClassRecord | None = summary.class_named(owner) if summary else None
+            if record is not None and name in record.methods:
+                return FunctionRef(owner_path, f"{owner}.{name}")
+        return None
+
+    def subclasses(self, path: str, cls: str) -> list[tuple[str, str]]:
+        """Project classes deriving from ``cls``, directly or not."""
+        if self._subclasses is None:
+            direct: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for summary in self.summaries.values():
+                for record in summary.classes:
+                    for base in self.bases(summary.path, record.name):
+                        direct.setdefault(base, []).append((summary.path, record.name))
+            self._subclasses = direct
+        return self._subclasses.get((path, cls), [])
+
+    def call_targets(self, path: str, record: CallRecord) -> list[FunctionRef]:
+        """The project functions a call may run: the resolved name; for ``self.m()`` the method
+        of the caller's class or a base, and the overrides of its subclasses; for ``obj.m()`` on
+        an unknown object, the one project method of that (non-generic) name, if only one."""
+        callee = record.callee
+        head, _, rest = callee.partition(".")
+        if head in ("self", "cls") and rest and "." not in rest and record.caller_class:
+            targets = []
+            found = self.method(path, record.caller_class, rest)
+            if found is not None:
+                targets.append(found)
+            for sub_path, sub in self.subclasses(path, record.caller_class):
+                summary = self.summary(sub_path)
+                sub_record = summary.class_named(sub) if summary else None
+                if sub_record is not None and rest in sub_record.methods:
+                    targets.append(FunctionRef(sub_path, f"{sub}.{rest}"))
+            return targets
+        resolved = self.resolve(path, callee)
+        if isinstance(resolved, FunctionRef):
+            return [resolved]
+        if isinstance(resolved, tuple) and resolved and resolved[0] == "class":
+            init = self.method(resolved[1], resolved[2], "__init__")
+            return [init] if init is not None else []
+        if rest and head not in ("self", "cls"):
+            return self._unique_method(path, callee.rpartition(".")[2])
+        return []
+
+    def component(self, path: str) -> frozenset[str]:
+        """The summarised modules connected to ``path`` through imports, either way: all a
+        module's findings may depend on, whichever files a run names."""
+        if self._components is None:
+            neighbours: dict[str, set[str]] = {p: set() for p in self.summaries}
+            for summary in self.summaries.values():
+                for record in summary.imports:
+                    target = self.files.resolve(
+                        summary.path, record.module, record.level, record.name, summary.sys_path
+                    )
+                    if target is not None and target.path in neighbours:
+                        neighbours[summary.path].add(target.path)
+                        neighbours[target.path].add(summary.path)
+            components: dict[str, frozenset[str]] = {}
+            for start in neighbours:
+                if start in components:
+                    continue
+                seen, frontier = {start}, [start]
+                while frontier:
+                    for other in neighbours[frontier.pop()] - seen:
+                        seen.add(other)
+                        frontier.append(other)
+                members = frozenset(seen)
+                components.update(dict.fromkeys(members, members))
+            self._components = components
+        return self._components.get(path, frozenset({path}))
+
+    def _unique_method(self, path: str, name: str) -> list[FunctionRef]:
+        """The one method named ``name`` among the modules connected to ``path``."""
+        if name in GENERIC_METHOD_NAMES or name.startswith("__"):
+            return []
+        if self._methods is None:
+            methods: dict[str, list[FunctionRef]] = {}
+            for summary in self.summaries.values():
+                for function in summary.functions:
+                    _owner, dot, method = function.qualname.partition(".")
+                    if dot:
+                        methods.setdefault(method, []).append(
+                            FunctionRef(summary.path, function.qualname)
+                        )
+            self._methods = methods
+        reachable = self.component(path)
+        found = [ref for ref in self._methods.get(name, []) if ref.path in reachable]
+        if len(found) == 1:
+            self.used.add(found[0].path)
+            return found
+        return []
+
+    def imported_text(self, path: str) -> str:
+        """The sources of the functions in the project modules ``path`` imports: what the
+        pre-filter reads besides the file, since their events may enter its iterations."""
+        summary = self.summaries.get(path)
+        if summary is None:
+            return ""
+        modules = set()
+        for record in summary.imports:
+            target = self.files.resolve(
+                path, record.module, record.level, record.name, summary.sys_path
+            )
+            if target is not None and target.path != path:
+                modules.add(target.path)
+        parts = []
+        for module in sorted(modules):
+            imported = self.summaries.get(module)
+            if imported is not None:
+                self.used.add(module)
+                parts.extend(f.source for f in imported.functions if f.words)
+        return "\n".join(parts)
+
+    # -- per-step -----------------------------------------------------------------------------
+
+    def callers(self, target: FunctionRef) -> list[tuple[str, CallRecord]]:
+        """Every call site in the project that may run ``target``."""
+        if self._callers is None:
+            by_name: dict[str, list[tuple[str, CallRecord]]] = {}
+            for summary in self.summaries.values():
+                for record in summary.calls:
+                    last = record.callee.rpartition(".")[2]
+                    by_name.setdefault(last, []).append((summary.path, record))
+            self._callers = by_name
+        name = target.qualname.rpartition(".")[2]
+        # The answer depends on every call of that name anywhere: a new caller changes it.
+        self.used.add(f"callers:{name}")
+        candidates = self._callers.get(name, [])
+        if name == "__init__":
+            owner = target.qualname.partition(".")[0]
+            candidates = candidates + self._callers.get(owner, [])
+        used = set(self.used)
+        sites = [
+            (path, record)
+            for path, record in candidates
+            if target in self.call_targets(path, record)
+        ]
+        self.used = used | {path for path, _ in sites}
+        return sites
+
+    def dependency_digest(self, dependency: str) -> str:
+        """The current hash of one thing a cached result depends on (see `used`)."""
+        if dependency.startswith("callers:"):
+            if self._caller_digests is None:
+                import hashlib
+
+                digests: dict[str, hashlib._Hash] = {}
+                for path in sorted(self.summaries):
+                    for record in self.summaries[path].calls:
+                        name = record.callee.rpartition(".")[2]
+                        digests.setdefault(name, hashlib.sha256()).update(
+                            f"{path}|{record}".encode()
+                        )
+                self._caller_digests = {n: d.hexdigest()[:32] for n, d in digests.items()}
+            return self._caller_digests.get(dependency[len("callers:") :], "none")
+        summary = self.summaries.get(dependency)
+        return summary.digest() if summary is not None else "missing"
+
+    def per_step_reason(self, context: object, function: cst.FunctionDef) -> str | None:
+        """Why ``function`` (of the module being linted) runs every step because of callers
+        anywhere in the project, or None."""
+        index = module_index(context)  # type: ignore[arg-type]
+        qualname = qualified_name(index, function)
+        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        if qualname is None or path not in self.summaries:
+            return None
+        return self._called_per_step(FunctionRef(path, qualname), path, 0, frozenset())
+
+    def _called_per_step(
+        self, target: FunctionRef, here: str, depth: int, seen: frozenset[FunctionRef]
+    ) -> str | None:
+        name = target.qualname.rpartition(".")[2]
+        for path, record in self.callers(target):
+            where = "" if path == here else f" of {self.display(path)}"
+            if record.reason is not None:
+                return f"in `{name}()`, called {record.reason}{where}"
+        if depth >= MAX_CALL_DEPTH:
+            return None
+        for path, record in self.callers(target):
+            caller = FunctionRef(path, record.caller)
+            if not record.open or not record.caller or caller in seen:
+                continue
+            summary = self.summary(path)
+            function = summary.function(record.caller) if summary else None
+            if function is None:
+                continue
+            if function.reason is not None and path != here:
+                where = f" of {self.display(path)}"
+                return f"in `{name}()`, called from `{record.caller}`{where}, {function.reason}"
+            why = self._called_per_step(caller, here, depth + 1, seen | {target})
+            if why is not None:
+                return f"in `{name}()`, called {why}"
+        return None
+
+    # -- grafting -----------------------------------------------------------------------------
+
+    def graft(
+        self, context: object, call: cst.Call, words: tuple[str, ...] = ()
+    ) -> cst.FunctionDef | None:
+        """The function of another module that ``call`` runs, parsed from its summary and hung
+        under ``call`` (see the module docstring), if its source mentions one of ``words`` (any,
+        when empty); None when the project cannot say which function it is."""
+        grafts: dict[cst.Call, cst.FunctionDef | None] = context.grafts  # type: ignore[attr-defined]
+        if call in grafts:
+            return grafts[call]
+        found = self._graft(context, call, words)
+        if found is not None or not words:
+            grafts[call] = found
+        return found
+
+    def _graft(
+        self, context: object, call: cst.Call, words: tuple[str, ...]
+    ) -> cst.FunctionDef | None:
+        index = module_index(context)  # type: ignore[arg-type]
+        callee = dotted_name(call.func)
+        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        if callee is None or path not in self.summaries:
+            return None
+        function = index.enclosing_function(call)
+        caller = qualified_name(index, function) if function is not None else ""
+        cls = index.enclosing_class(call)
+        record = CallRecord(
+            callee, 0, 0, None, False, caller or "", cls.name.value if cls else None
+        )
+        targets = [t for t in self.call_targets(path, record) if t.path != path]
+        if len(targets) != 1:
+            return None
+        target = targets[0]
+        summary = self.summary(target.path)
+        function_record = summary.function(target.qualname) if summary else None
+        if function_record is None or (words and not set(words) & set(function_record.words)):
+            return None
+        try:
+            module = cst.parse_module(function_record.source)
+        except Exception:  # a summary from another libcst version: nothing to graft
+            return None
+        grafted = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
+        if grafted is None:
+            return None
+        site = ForeignSite(
+            call, self.display(target.path), target.qualname, function_record.line, module
+        )
+        context.attach(grafted, call, site)  # type: ignore[attr-defined]
+        index.attach(grafted, call)
+        return grafted
+
+
+def foreign_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node of a grafted function (for the position map)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)

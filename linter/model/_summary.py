@@ -1,0 +1,318 @@
+"""Per-module summaries: what the rest of the project needs to know of one module, as plain data.
+
+A summary is built from one parse of the module and holds no CST: its imports (as written, resolved
+later against the project's files), the folders it adds to ``sys.path``, its classes and their
+bases, and per function its local per-step reason, the calls it makes (each with whether the call
+site runs every step, or runs whenever its function runs), and its source, so that a caller in
+another module can bring the function's training-iteration events and returned values into its
+own analysis. Summaries are JSON-serialisable and cached by the file's content (mypy's
+incremental cache and Pysa's function summaries are the models).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from linter._rule import ModuleContext
+from linter.model._dotted_names import dotted_name
+from linter.model._module_index import module_index
+from linter.model._per_step import PerStepAnalysis
+from linter.model._scaler_receivers import scaler_receivers
+
+#: Bumped whenever the summary layout or what goes into it changes.
+SUMMARY_FORMAT = 1
+
+#: Words whose presence in a function makes it worth grafting into a caller of another module:
+#: training-iteration events, scale reads, dtype casts and checkpoint loads, scalers, autocasts.
+GRAFT_WORDS = (
+    "backward",
+    "step",
+    "update",
+    "unscale_",
+    "clip_grad",
+    "zero_grad",
+    "get_scale",
+    "half",
+    "float16",
+    "bfloat16",
+    "from_pretrained",
+    "GradScaler",
+    "autocast",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRecord:
+    """One name an import statement binds, as written."""
+
+    #: The local name bound (``np`` of ``import numpy as np``; ``a`` of ``import a.b``).
+    local: str
+    #: The module named (``a.b``; ``""`` for ``from . import x``).
+    module: str
+    #: The imported name of a ``from`` import, else None.
+    name: str | None
+    #: Leading dots of a relative import.
+    level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """A call whose callee may be a function of another module."""
+
+    #: The callee as written (``engine.train_one_epoch``, ``self.train_step``, ``helper``).
+    callee: str
+    line: int
+    column: int
+    #: Why this call site runs every training step, as a phrase (``inside the loop at line
+    #: 40``), or None.
+    reason: str | None
+    #: True when the site runs whenever its function runs (no loop, guard or epoch loop in
+    #: between), so its function's callers decide.
+    open: bool
+    #: Qualified name of the function holding the call (``Trainer.fit``), ``""`` at module level.
+    caller: str
+    #: The class around ``caller``, for ``self.`` calls.
+    caller_class: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionRecord:
+    """One module-level function or method."""
+
+    #: ``train_one_epoch`` or ``Trainer.train_step``.
+    qualname: str
+    line: int
+    column: int
+    #: Why the function runs every step from within its own module (a framework hook, a
+    #: per-step caller of the same module), or None.
+    reason: str | None
+    #: The function's source, dedented (a caller elsewhere parses it to bring its events).
+    source: str
+    #: Which of `GRAFT_WORDS` the source mentions: what a caller may learn by grafting it.
+    words: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRecord:
+    """One module-level class."""
+
+    name: str
+    #: Bases as written (``BaseTrainer``, ``engine.Trainer``).
+    bases: tuple[str, ...]
+    #: Method names it defines.
+    methods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleSummary:
+    """Everything other modules may ask of one module (see the module docstring)."""
+
+    #: Absolute path of the file.
+    path: str
+    imports: tuple[ImportRecord, ...] = ()
+    #: Literal folders passed to ``sys.path.insert``/``append`` (as written, relative to the file).
+    sys_path: tuple[str, ...] = ()
+    functions: tuple[FunctionRecord, ...] = ()
+    classes: tuple[ClassRecord, ...] = ()
+    calls: tuple[CallRecord, ...] = ()
+    #: Module-level names bound exactly once, with the source of their value (short values
+    #: only: ``AMP_DTYPE = torch.bfloat16``, ``PRECISION = "fp16"``).
+    constants: tuple[tuple[str, str], ...] = ()
+    #: Whether the module mentions any rule's trigger word (it was parsed for its own sake).
+    has_amp: bool = False
+    _functions: dict[str, FunctionRecord] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._functions.update({record.qualname: record for record in self.functions})
+
+    def function(self, qualname: str) -> FunctionRecord | None:
+        return self._functions.get(qualname)
+
+    def class_named(self, name: str) -> ClassRecord | None:
+        return next((c for c in self.classes if c.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("_functions")
+        data["format"] = SUMMARY_FORMAT
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ModuleSummary:
+        if data.get("format") != SUMMARY_FORMAT:
+            raise ValueError("summary format")
+        return cls(
+            path=str(data["path"]),
+            imports=tuple(ImportRecord(**item) for item in data["imports"]),
+            sys_path=tuple(str(item) for item in data["sys_path"]),
+            functions=tuple(
+                FunctionRecord(**{**item, "words": tuple(item["words"])})
+                for item in data["functions"]
+            ),
+            classes=tuple(
+                ClassRecord(item["name"], tuple(item["bases"]), tuple(item["methods"]))
+                for item in data["classes"]
+            ),
+            calls=tuple(CallRecord(**item) for item in data["calls"]),
+            constants=tuple((str(name), str(text)) for name, text in data["constants"]),
+            has_amp=bool(data["has_amp"]),
+        )
+
+    def digest(self) -> str:
+        """A hash of the summary's content: what a dependent's cached result is keyed by."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def empty_summary(path: str) -> ModuleSummary:
+    """The summary of a file that could not be read or parsed: it offers nothing."""
+    return ModuleSummary(path)
+
+
+def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSummary:
+    """The summary of one parsed module; ``path`` is its absolute path."""
+    index = module_index(context)
+    receivers = scaler_receivers(index)
+    analysis = PerStepAnalysis(context, index, receivers.is_scaler_method_call, use_project=False)
+    functions = []
+    for function in index.nodes(cst.FunctionDef):
+        qualname = qualified_name(index, function)
+        if qualname is None:
+            continue
+        where = context.position(function.name)
+        functions.append(
+            FunctionRecord(
+                qualname,
+                where.start.line,
+                where.start.column + 1,
+                analysis.function_reason(function),
+                source := _dedented_source(context.module, function),
+                tuple(word for word in GRAFT_WORDS if word in source),
+            )
+        )
+    calls = []
+    for call in index.nodes(cst.Call):
+        callee = dotted_name(call.func)
+        if callee is None:
+            continue
+        function = index.enclosing_function(call)
+        caller = qualified_name(index, function) if function is not None else ""
+        if caller is None:
+            continue
+        reason, open_site = analysis.call_site(call)
+        cls = index.enclosing_class(call)
+        where = context.position(call)
+        calls.append(
+            CallRecord(
+                callee,
+                where.start.line,
+                where.start.column + 1,
+                reason,
+                open_site,
+                caller,
+                cls.name.value if cls is not None else None,
+            )
+        )
+    return ModuleSummary(
+        path=path,
+        imports=tuple(_imports(index)),
+        sys_path=tuple(_sys_path_inserts(index)),
+        functions=tuple(functions),
+        classes=tuple(_classes(index)),
+        calls=tuple(calls),
+        constants=tuple(_constants(index)),
+        has_amp=has_amp,
+    )
+
+
+def qualified_name(index: Any, function: cst.FunctionDef) -> str | None:
+    """``f`` for a module-level function, ``C.m`` for a method of a module-level class; None
+    for functions nested in functions (only their own module calls them)."""
+    owner = None
+    for ancestor in index.ancestors(function):
+        if isinstance(ancestor, cst.FunctionDef | cst.Lambda):
+            return None
+        if isinstance(ancestor, cst.ClassDef):
+            if owner is not None:
+                return None
+            owner = ancestor
+    name = function.name.value
+    return f"{owner.name.value}.{name}" if owner is not None else name
+
+
+def _dedented_source(module: cst.Module, function: cst.FunctionDef) -> str:
+    # Decorators are left out: the body and the signature are what callers need.
+    return module.code_for_node(function.with_changes(decorators=(), leading_lines=()))
+
+
+def _imports(index: Any) -> Iterator[ImportRecord]:
+    for statement in index.nodes(cst.Import):
+        for alias in statement.names:
+            full = dotted_name(alias.name) or ""
+            if alias.asname is not None:
+                local = dotted_name(alias.asname.name) or full  # type: ignore[arg-type]
+                yield ImportRecord(local, full, None)
+            else:
+                yield ImportRecord(full.partition(".")[0], full.partition(".")[0], None)
+                if "." in full:
+                    yield ImportRecord(full, full, None)
+    for statement in index.nodes(cst.ImportFrom):
+        if isinstance(statement.names, cst.ImportStar):
+            continue
+        module = dotted_name(statement.module) if statement.module is not None else ""
+        level = len(statement.relative)
+        for alias in statement.names:
+            imported = dotted_name(alias.name) or ""
+            local = dotted_name(alias.asname.name) if alias.asname is not None else imported  # type: ignore[arg-type]
+            yield ImportRecord(local or imported, module or "", imported, level)
+
+
+def _sys_path_inserts(index: Any) -> Iterator[str]:
+    """``sys.path.insert(0, "..")``/``sys.path.append("src")`` with a literal folder."""
+    for call in index.calls_named(".insert") + index.calls_named(".append"):
+        if dotted_name(call.func.value) != "sys.path" or not call.args:
+            continue
+        value = call.args[-1].value
+        if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+            yield value.evaluated_value
+
+
+#: Longest value source kept for a module-level constant.
+_CONSTANT_CHARS = 200
+
+
+def _constants(index: Any) -> Iterator[tuple[str, str]]:
+    counts: dict[str, int] = {}
+    values: dict[str, cst.BaseExpression] = {}
+    for assign in index.nodes(cst.Assign):
+        module_level = isinstance(index.parent.get(index.parent.get(assign)), cst.Module)
+        for target in assign.targets:
+            name = dotted_name(target.target) if isinstance(target.target, cst.Name) else None
+            if name is None:
+                continue
+            counts[name] = counts.get(name, 0) + 1
+            if module_level:
+                values[name] = assign.value
+    for name, value in values.items():
+        text = index.module.code_for_node(value).strip()
+        if counts[name] == 1 and len(text) <= _CONSTANT_CHARS:
+            yield name, text
+
+
+def _classes(index: Any) -> Iterator[ClassRecord]:
+    for cls in index.nodes(cst.ClassDef):
+        if any(isinstance(a, cst.FunctionDef | cst.ClassDef) for a in index.ancestors(cls)):
+            continue
+        bases = tuple(name for base in cls.bases if (name := dotted_name(base.value)) is not None)
+        methods = tuple(
+            statement.name.value
+            for statement in cls.body.body
+            if isinstance(statement, cst.FunctionDef)
+        )
+        yield ClassRecord(cls.name.value, bases, methods)

@@ -1,0 +1,231 @@
+"""The project: summaries joined across modules, and the questions rules ask of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from linter._rule import ModuleContext
+from linter.model._imports import ModuleFiles
+from linter.model._iteration import Kind, of_module
+from linter.model._project import FunctionRef, Project
+from linter.model._summary import ModuleSummary, summarize
+
+
+def build(tmp_path: Path, sources: dict[str, str]) -> Project:
+    summaries = {}
+    for name, source in sources.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = textwrap.dedent(source)
+        path.write_text(text, encoding="utf-8")
+        context = ModuleContext(str(path), text, cst.parse_module(text))
+        summaries[str(path)] = summarize(context, str(path), has_amp=True)
+    return Project(ModuleFiles(str(tmp_path), list(summaries)), summaries)
+
+
+def context_of(project: Project, path: Path) -> ModuleContext:
+    text = path.read_text(encoding="utf-8")
+    return ModuleContext(str(path), text, cst.parse_module(text), project)
+
+
+ENGINE = """
+def train_step(model, batch, optimizer, scaler):
+    scaler.scale(model(batch)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale()
+"""
+
+
+def test_a_summary_round_trips_through_json(tmp_path: Path) -> None:
+    project = build(tmp_path, {"engine.py": ENGINE})
+    summary = project.summaries[str(tmp_path / "engine.py")]
+    again = ModuleSummary.from_json(json.loads(json.dumps(summary.to_json())))
+    assert again == summary
+    assert again.digest() == summary.digest()
+
+
+def test_callers_are_found_through_an_import_alias(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "engine.py": ENGINE,
+            "main.py": """
+                import engine as eng
+
+                def main(loader, model, optimizer, scaler):
+                    for batch in loader:
+                        eng.train_step(model, batch, optimizer, scaler)
+            """,
+        },
+    )
+    sites = project.callers(FunctionRef(str(tmp_path / "engine.py"), "train_step"))
+    assert [(os.path.basename(p), r.line, r.reason) for p, r in sites] == [
+        ("main.py", 6, "inside the loop at line 5")
+    ]
+
+
+def test_a_function_per_step_because_of_a_loop_in_another_module(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "engine.py": ENGINE,
+            "main.py": """
+                from engine import train_step
+
+                def main(loader, model, optimizer, scaler):
+                    for batch in loader:
+                        train_step(model, batch, optimizer, scaler)
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "engine.py")
+    function = next(s for s in context.module.body if isinstance(s, cst.FunctionDef))
+    why = project.per_step_reason(context, function)
+    assert why == "in `train_step()`, called inside the loop at line 5 of main.py"
+    assert str(tmp_path / "main.py") in project.used
+
+
+def test_called_once_per_epoch_elsewhere_is_not_per_step(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "engine.py": ENGINE,
+            "main.py": """
+                from engine import train_step
+
+                def main(epochs, model, batch, optimizer, scaler):
+                    for epoch in range(epochs):
+                        train_step(model, batch, optimizer, scaler)
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "engine.py")
+    function = next(s for s in context.module.body if isinstance(s, cst.FunctionDef))
+    assert project.per_step_reason(context, function) is None
+
+
+def test_self_calls_in_a_base_class_reach_a_subclass_override(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "base.py": """
+                class Base:
+                    def fit(self, loader):
+                        for batch in loader:
+                            self.step(batch)
+            """,
+            "amp.py": """
+                from base import Base
+
+                class Amp(Base):
+                    def step(self, batch):
+                        return self.scaler.get_scale()
+            """,
+        },
+    )
+    assert project.bases(str(tmp_path / "amp.py"), "Amp") == [(str(tmp_path / "base.py"), "Base")]
+    sites = project.callers(FunctionRef(str(tmp_path / "amp.py"), "Amp.step"))
+    assert [os.path.basename(path) for path, _ in sites] == ["base.py"]
+
+
+def test_a_method_name_resolves_only_when_one_connected_class_defines_it(
+    tmp_path: Path,
+) -> None:
+    project = build(
+        tmp_path,
+        {
+            "a.py": "class A:\n    def optimize_parameters(self):\n        pass\n",
+            "b.py": "class B:\n    def optimize_parameters(self):\n        pass\n",
+            "c.py": "class C:\n    def run_iteration(self):\n        pass\n",
+            "lone.py": "def f(other):\n    other.run_iteration()\n",
+            "main.py": """
+                import a, b, c
+
+                def main(model, other):
+                    model.optimize_parameters()
+                    other.run_iteration()
+            """,
+        },
+    )
+    summary = project.summaries[str(tmp_path / "main.py")]
+    first, second = (r for r in summary.calls if r.callee.endswith(("parameters", "iteration")))
+    assert project.call_targets(summary.path, first) == []
+    assert project.call_targets(summary.path, second) == [
+        FunctionRef(str(tmp_path / "c.py"), "C.run_iteration")
+    ]
+    lone = project.summaries[str(tmp_path / "lone.py")]
+    (call,) = (r for r in lone.calls if r.callee == "other.run_iteration")
+    assert project.call_targets(lone.path, call) == []  # c.py is not connected to lone.py
+
+
+def test_a_reexport_through_a_package_init_is_followed(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .engine import train_step\n",
+            "pkg/engine.py": ENGINE,
+            "main.py": "from pkg import train_step\n",
+        },
+    )
+    found = project.resolve(str(tmp_path / "main.py"), "train_step")
+    assert found == FunctionRef(str(tmp_path / "pkg/engine.py"), "train_step")
+
+
+def test_a_grafted_function_brings_its_events_placed_at_the_call(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "engine.py": ENGINE,
+            "main.py": """
+                from engine import train_step
+
+                def main(loader, model, optimizer, scaler):
+                    for batch in loader:
+                        train_step(model, batch, optimizer, scaler)
+                        scaler.update()
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "main.py")
+    model = of_module(context)
+    (iteration,) = model.iterations
+    kinds = [event.kind for event in iteration.events]
+    assert kinds == [Kind.SCALED_BACKWARD, Kind.SCALER_STEP, Kind.UPDATE, Kind.UPDATE]
+    foreign = iteration.events[2]
+    assert context.position(foreign.call).start.line == 6  # the call that brings it
+    assert context.foreign_position(foreign.call) == ("engine.py", 5, 5)
+    assert iteration.may_precede(iteration.events[1], iteration.events[2])
+    assert not iteration.may_precede(iteration.events[2], iteration.events[1])
+
+
+def test_a_constant_of_a_config_module(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "config.py": "import torch\nAMP_DTYPE = torch.bfloat16\nLR = 3e-4\nLR = 1e-4\n",
+            "train.py": "import config\nfrom config import LR\n",
+        },
+    )
+    context = context_of(project, tmp_path / "train.py")
+    value = project.constant(context, "config.AMP_DTYPE")
+    assert value is not None
+    assert cst.Module([]).code_for_node(value) == "torch.bfloat16"
+    assert project.constant(context, "LR") is None  # bound twice: not a constant
+
+
+@pytest.mark.parametrize("callee", ["missing", "torch.save", "config.LR"])
+def test_a_call_the_project_cannot_resolve_grafts_nothing(tmp_path: Path, callee: str) -> None:
+    project = build(
+        tmp_path,
+        {"config.py": "LR = 1\n", "train.py": f"import torch\nimport config\n{callee}(x)\n"},
+    )
+    context = context_of(project, tmp_path / "train.py")
+    call = context.module.body[-1].body[0].value  # type: ignore[attr-defined]
+    assert project.graft(context, call) is None

@@ -1,0 +1,75 @@
+"""Multi-module projects: findings that need another file, the same whether the project or the
+one file is linted.
+
+Each folder of ``fixtures/projects`` is a small project (copied to a temporary folder with a
+``pyproject.toml`` at its root, so that folder is the project root). A line that must be
+reported ends with ``# expect: AMPnnn``; every other line of every file must stay silent.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from linter.api import lint_paths
+
+PROJECTS = Path(__file__).parent / "fixtures" / "projects"
+EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)$")
+FOLDERS = sorted(path for path in PROJECTS.iterdir() if path.is_dir())
+
+
+def copied(folder: Path, tmp_path: Path) -> Path:
+    root = tmp_path / folder.name
+    shutil.copytree(folder, root)
+    if not (root / "pyproject.toml").exists():
+        (root / "pyproject.toml").write_text("", encoding="utf-8")
+    return root
+
+
+def expected(root: Path) -> set[tuple[str, int, str]]:
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            match = EXPECT.search(line)
+            if match:
+                found.update((relative, number, c.strip()) for c in match.group(1).split(","))
+    return found
+
+
+def findings(root: Path, paths: list[Path]) -> set[tuple[str, int, str]]:
+    result = lint_paths([str(p) for p in paths], select=["ALL"], jobs=1)
+    assert not result.errors, result.errors
+    return {
+        (Path(d.path).resolve().relative_to(root.resolve()).as_posix(), d.line, d.code)
+        for d in result.diagnostics
+    }
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda path: path.name)
+def test_the_project_reports_exactly_the_marked_lines(folder: Path, tmp_path: Path) -> None:
+    root = copied(folder, tmp_path)
+    assert findings(root, [root]) == expected(root)
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda path: path.name)
+def test_each_file_alone_reports_what_the_project_run_reports_for_it(
+    folder: Path, tmp_path: Path
+) -> None:
+    root = copied(folder, tmp_path)
+    wanted = expected(root)
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        mine = {item for item in wanted if item[0] == relative}
+        assert findings(root, [path]) == mine, relative
+
+
+def test_every_rule_has_a_positive_and_a_negative_project() -> None:
+    names = [folder.name for folder in FOLDERS]
+    codes = {name.split("_")[0] for name in names}
+    for code in codes:
+        assert any(n.startswith(f"{code}_pos_") for n in names), code
+        assert any(n.startswith(f"{code}_neg_") for n in names), code
