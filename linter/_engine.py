@@ -188,9 +188,28 @@ def lint_text(
             "reads them (stops of 8 columns), without fixes",
         )
     depends = tuple(sorted(project.used)) if project is not None else ()
+    configs = _config_evidence(context)
+    if configs is not None:
+        depends = (*depends, *(f"file:{path}" for path in configs[0]))
+        notes = (*notes, *configs[1])
     return FileReport(
         path, tuple(sorted(kept)), tuple(errors), parsed=True, notes=notes, depends=depends
     )
+
+
+def _config_evidence(context: ModuleContext) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The config files (and folders) a module's rules read, and their parse notes; None when
+    no rule looked for configs (then the result depends on none)."""
+    from linter.model._config_references import (
+        ConfigReference,
+        config_dependencies,
+        config_notes,
+    )
+    from linter.model._module_index import module_index
+
+    if not module_index(context).has_shared(ConfigReference):
+        return None
+    return config_dependencies(context), config_notes(context)
 
 
 def _run_rule(

@@ -33,6 +33,7 @@ from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
 from linter.model._module_index import ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, path_facts
+from linter.model._precision_engines import precision_engines
 from linter.model._scaler_receivers import scaler_receivers
 
 #: autocast context managers, by qualified name.
@@ -72,7 +73,8 @@ _MODEL_METHODS = frozenset({"forward", "generate", "__call__"})
 
 #: Text a file with a finding must contain: an fp16 switch, and a sign of training.
 _FP16_TEXT = re.compile(
-    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)",
+    r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)"
+    r"|Accelerator\s*\(",
     re.IGNORECASE,
 )
 _TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")
@@ -520,10 +522,11 @@ class Fp16Sites:
             if name is None or last_part(name) != "Accelerator":
                 continue
             precision = keyword(call, "mixed_precision")
+            shipped = self._shipped_fp16(call) if precision is None else None
             switch = (
                 self.switches.equals(precision.value, lambda value: value == "fp16")
                 if precision is not None
-                else None
+                else (SwitchOn(frozenset()) if shipped is not None else None)
             )
             if switch is None:
                 continue
@@ -542,17 +545,31 @@ class Fp16Sites:
                             found = self.model_in(arg.value, prepare)
                             through = ((prepare, "prepared for fp16 loss scaling here"),)
             if found is not None:
-                what = f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
+                what = (
+                    f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
+                    if shipped is None
+                    else f"{shipped} (every accelerate config shipped here says fp16)"
+                )
                 yield Fp16Site(
-                    precision,
+                    precision or call,
                     what,
-                    'use `mixed_precision="bf16"`',
+                    'use `mixed_precision="bf16"`'
+                    if shipped is None
+                    else "set `mixed_precision: bf16` in the accelerate config",
                     *found,
                     switch.when,
                     switch.facts,
                     loss_scaling=True,
                     through=through,
                 )
+
+    def _shipped_fp16(self, call: cst.Call) -> str | None:
+        """Where ``Accelerator()`` takes fp16 from when every accelerate config shipped with
+        the project says fp16 (`linter.model._precision_engines`); None otherwise."""
+        for engine in precision_engines(self.context):
+            if engine.node is call and engine.precision == FP16:
+                return engine.source
+        return None
 
     def _lightning(self) -> Iterator[Fp16Site]:
         classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]

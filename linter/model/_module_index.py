@@ -119,6 +119,10 @@ class ModuleIndex(cst.CSTVisitor):
             self._shared[key] = build()
         return cast("_Value", self._shared[key])
 
+    def has_shared(self, key: object) -> bool:
+        """Whether some rule already asked for the analysis stored under ``key``."""
+        return key in self._shared
+
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Parents of ``node``, innermost first, up to the module."""
         parent = self.parent.get(node)

@@ -357,7 +357,10 @@ class Project:
         return sites
 
     def dependency_digest(self, dependency: str) -> str:
-        """The current hash of one thing a cached result depends on (see `used`)."""
+        """The current hash of one thing a cached result depends on (see `used`): a summary, a
+        caller query, or a config file or folder (``file:<path>``) a rule read."""
+        if dependency.startswith("file:"):
+            return _file_digest(dependency[len("file:") :])
         if dependency.startswith("callers:"):
             if self._caller_digests is None:
                 import hashlib
@@ -462,6 +465,19 @@ class Project:
         context.attach(grafted, call, site)  # type: ignore[attr-defined]
         index.attach(grafted, call)
         return grafted
+
+
+def _file_digest(path: str) -> str:
+    """A hash of a file's bytes, of a folder's sorted names, or ``missing``."""
+    import hashlib
+
+    try:
+        if os.path.isdir(path):
+            return hashlib.sha256("\0".join(sorted(os.listdir(path))).encode()).hexdigest()[:32]
+        with open(path, "rb") as stream:
+            return hashlib.sha256(stream.read()).hexdigest()[:32]
+    except OSError:
+        return "missing"
 
 
 def foreign_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:

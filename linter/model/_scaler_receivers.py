@@ -38,6 +38,22 @@ GRAD_SCALER_CONSTRUCTORS = frozenset(
     }
 )
 
+#: Position of ``enabled`` among each GradScaler constructor's positional parameters.
+ENABLED_POSITION = {
+    "torch.GradScaler": 5,
+    "torch.amp.GradScaler": 5,
+    "torch.amp.grad_scaler.GradScaler": 5,
+    "torch.distributed.fsdp.ShardedGradScaler": 5,
+    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
+    "scaler.GradScaler": 5,
+    "ampscale.GradScaler": 5,
+    "torch.cuda.amp.GradScaler": 4,
+    "torch.cuda.amp.grad_scaler.GradScaler": 4,
+    "torch.cpu.amp.GradScaler": 4,
+    "torch.cpu.amp.grad_scaler.GradScaler": 4,
+    "fairscale.optim.grad_scaler.ShardedGradScaler": 4,
+}
+
 #: ampscale's own GradScaler: only it has ``peek_scale()`` and ``step_skipped()``.
 AMPSCALE_CONSTRUCTORS = frozenset({"scaler.GradScaler", "ampscale.GradScaler"})
 

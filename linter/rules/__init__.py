@@ -13,6 +13,7 @@ from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
 from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
 from linter.rules.amp010_grad_scaler_with_bf16_autocast import GradScalerWithBf16Autocast
+from linter.rules.amp014_precision_managed_twice import PrecisionManagedTwice
 from linter.rules.amp100_unused_noqa import UnusedNoqa
 
 #: Every rule, in code order.
@@ -27,6 +28,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     GradScalerWithFp16Params,
     GradScalerPerStep,
     GradScalerWithBf16Autocast,
+    PrecisionManagedTwice,
     UnusedNoqa,
 )
 
@@ -40,6 +42,7 @@ __all__ = [
     "GradScalerPerStep",
     "GradScalerWithBf16Autocast",
     "GradScalerWithFp16Params",
+    "PrecisionManagedTwice",
     "StepBypassesScaler",
     "UnusedNoqa",
     "UpdateNotOncePerIteration",

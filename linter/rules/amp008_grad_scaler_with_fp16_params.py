@@ -17,7 +17,7 @@ from linter.model._module_index import ModuleIndex, descendants
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")
 #: Text of a switch that brings a GradScaler.
 _LOSS_SCALING_TEXT = re.compile(
-    r"GradScaler|fp16\s*=|mixed_precision|precision\s*=\s*[\"']?16(?!-true)"
+    r"GradScaler|fp16\s*=|mixed_precision|precision\s*=\s*[\"']?16(?!-true)|Accelerator\s*\("
 )
 
 #: Functions that run before training and hand on what they build, where a cast of a model

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os.path
 import re
 from collections.abc import Iterable
 
@@ -10,26 +11,12 @@ import libcst as cst
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._autocasts import Autocast, ModuleAutocasts
 from linter.model._bf16_origins import BF16, keyword, positional, string_value
+from linter.model._config_dtypes import ConfigDtype, ConfigDtypes
+from linter.model._config_references import config_references
 from linter.model._dotted_names import ImportAliases, dotted_name, words
 from linter.model._module_index import ModuleIndex, module_index, walk
 from linter.model._path_facts import PathFacts, path_facts
-from linter.model._scaler_receivers import scaler_receivers
-
-#: Position of ``enabled`` among each GradScaler constructor's positional parameters.
-ENABLED_POSITION = {
-    "torch.GradScaler": 5,
-    "torch.amp.GradScaler": 5,
-    "torch.amp.grad_scaler.GradScaler": 5,
-    "torch.distributed.fsdp.ShardedGradScaler": 5,
-    "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
-    "scaler.GradScaler": 5,
-    "ampscale.GradScaler": 5,
-    "torch.cuda.amp.GradScaler": 4,
-    "torch.cuda.amp.grad_scaler.GradScaler": 4,
-    "torch.cpu.amp.GradScaler": 4,
-    "torch.cpu.amp.grad_scaler.GradScaler": 4,
-    "fairscale.optim.grad_scaler.ShardedGradScaler": 4,
-}
+from linter.model._scaler_receivers import ENABLED_POSITION, scaler_receivers
 
 #: Words in a branch test that say it picks a precision (``if dtype == torch.float16:``,
 #: ``if args.fp16:``, ``if precision == "16-mixed":``): a scaler under it is for that choice.
@@ -310,26 +297,72 @@ class LitModel(L.LightningModule):
             return
         module_autocasts = ModuleAutocasts(index, aliases)
         autocasts = [a for a in module_autocasts.sites if not a.disabled]
-        if not autocasts or any(a.dtype != BF16 for a in autocasts):
+        from_configs = _config_bf16(context, index, aliases, autocasts)
+        if not autocasts or any(a.dtype != BF16 and a not in from_configs for a in autocasts):
             return
         if module_autocasts.uncalled():
             return
-        if _asks_for_fp16(index, aliases):
+        ruled_out = {n for found in from_configs.values() for e in found.evaluated for n in walk(e)}
+        if _asks_for_fp16(index, aliases, ruled_out):
             return
         paths = path_facts(index)
         related = tuple((a.node, "bf16 autocast") for a in autocasts)
+        related += tuple(_config_related(context, from_configs))
         for call in scalers:
             if _conditional(index, aliases, paths, call):
                 continue
-            yield Finding(call, _message(context, call, autocasts), related=related)
+            yield Finding(call, _message(context, call, autocasts, from_configs), related=related)
 
 
-def _message(context: ModuleContext, call: cst.Call, autocasts: list[Autocast]) -> str:
+def _config_bf16(
+    context: ModuleContext, index: ModuleIndex, aliases: ImportAliases, autocasts: list[Autocast]
+) -> dict[Autocast, ConfigDtype]:
+    """The autocasts whose dtype comes from a config where every loadable config picks bf16."""
+    unknown = [a for a in autocasts if a.dtype is None and isinstance(a.node, cst.Call)]
+    references = config_references(context) if unknown else ()
+    if not references:
+        return {}
+    dtypes = ConfigDtypes(index, aliases, references)
+    found = {}
+    for autocast in unknown:
+        argument = keyword(autocast.node, "dtype") or positional(autocast.node, 1)  # type: ignore[arg-type]
+        verdict = dtypes.of(argument.value) if argument is not None else None
+        if verdict is not None and verdict.dtypes == {BF16}:
+            found[autocast] = verdict
+    return found
+
+
+def _config_related(
+    context: ModuleContext, from_configs: dict[Autocast, ConfigDtype]
+) -> list[tuple[cst.CSTNode, str]]:
+    related = {}
+    for verdict in from_configs.values():
+        for read in verdict.reads:
+            files = sorted({_relative(context, config.path) for config, _v in read.values})
+            related[read.reference.node] = f"loads {', '.join(files)}: `{read.key}` is bf16 in each"
+    return list(related.items())
+
+
+def _relative(context: ModuleContext, path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(context.path))
+    relative = os.path.relpath(path, folder)
+    return path if relative.startswith("..") else relative
+
+
+def _message(
+    context: ModuleContext,
+    call: cst.Call,
+    autocasts: list[Autocast],
+    from_configs: dict[Autocast, ConfigDtype],
+) -> str:
     code = context.module.code_for_node(call)
     if len(code) > 60:
         code = code[:57] + "..."
     lines = sorted({context.position(a.node).start.line for a in autocasts})
     where = "line " + ", ".join(map(str, lines[:3])) + (", ..." if len(lines) > 3 else "")
+    if from_configs:
+        keys = sorted({f"`{read.key}`" for v in from_configs.values() for read in v.reads})
+        where += f"; the dtype comes from {', '.join(keys)} and every shipped config picks bf16"
     return (
         f"`{code}` scales the loss, but every autocast in this file runs in bf16 ({where}): "
         "bf16 has fp32's exponent range and needs no loss scaling, so the scaler only adds work "
@@ -406,9 +439,12 @@ def _bound_name(index: ModuleIndex, call: cst.Call) -> str | None:
     return None
 
 
-def _asks_for_fp16(index: ModuleIndex, aliases: ImportAliases) -> bool:
-    """fp16 requested another way: ``torch.float16``, ``.half()``, ``fp16=...``, ``"16-mixed"``."""
+def _asks_for_fp16(index: ModuleIndex, aliases: ImportAliases, ruled_out: set[cst.CSTNode]) -> bool:
+    """fp16 requested another way: ``torch.float16``, ``.half()``, ``fp16=...``, ``"16-mixed"``
+    (``ruled_out``: the alternatives of a dtype that every shipped config decides)."""
     for call in index.nodes(cst.Call):
+        if call in ruled_out:
+            continue
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value == "half" and not call.args:
             return True
@@ -421,6 +457,8 @@ def _asks_for_fp16(index: ModuleIndex, aliases: ImportAliases) -> bool:
             if string_value(arg.value) in _FP16_STRINGS:
                 return True
     for node in walk(index.module):
+        if node in ruled_out:
+            continue
         if isinstance(node, cst.Attribute | cst.Name):
             name = dotted_name(node)
             if name is not None and aliases.qualify(name) in _FP16_NAMES:

@@ -50,6 +50,15 @@ FP16_MODELS = (
     "model.requires_grad_(False)",
     "model.float()",
 )
+#: Engines that manage precision themselves (AMP014; one is always drawn). Accelerate's and
+#: Lightning's fp16 engines are among `SCALERS`; these spell no fp16, so AMP010 stays reachable.
+ENGINES = (
+    "engine, optimizer, _, _ = deepspeed.initialize(model=model, config="
+    '{"train_batch_size": 8, "bf16": {"enabled": True}})',
+    "engine = deepspeed.initialize(model=model, config=ds_config)[0]",
+    'engine, *_ = deepspeed.initialize(model=model, config="ds_config.json")',
+    'fabric = L.Fabric(precision="bf16-mixed")',
+)
 OPTIMIZERS = (
     "optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)",
     "optimizer = torch.optim.SGD([{'params': model.parameters()}], lr=0.1)",
@@ -216,13 +225,15 @@ def _with_noqa(read: str) -> str:
 def training_program(draw: st.DrawFn) -> str:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
-    It always holds a bf16 origin, an fp16 model and an optimizer, an fp16 switch that brings a
-    GradScaler, an autocast, a GradScaler constructor, a backward, a read of the scale, a gradient
-    clip, a ``scaler.step``, an import of a deprecated AMP namespace (somewhere among the rest)
-    and a noqa comment naming an amp-lint code, so that the real rules parse and analyse it.
+    It always holds a bf16 origin, an fp16 model and an optimizer, an engine that manages
+    precision, an fp16 switch that brings a GradScaler, an autocast, a GradScaler constructor, a
+    backward, a read of the scale, a gradient clip, a ``scaler.step``, an import of a deprecated
+    AMP namespace (somewhere among the rest) and a noqa comment naming an amp-lint code, so that
+    the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
+    first_setup = len(lines)
     lines += draw(
         st.permutations(
             [
@@ -269,4 +280,6 @@ def training_program(draw: st.DrawFn) -> str:
             base = draw(st.sampled_from(("L.LightningModule", "TrainerCallback", "Optimizer")))
             body = _indent(draw(block(2, False, True)))
             lines += [f"class Hooked({base}):", *_indent([hook, *body])]
+    # Drawn last, so that the rest of the program is what the same draws gave without it.
+    lines.insert(first_setup, draw(st.sampled_from(ENGINES)))
     return "\n".join(lines) + "\n"

@@ -310,3 +310,65 @@ def test_the_scaler_buys_nothing_under_bf16_and_costs_a_sync_per_step() -> None:
         counts.append(syncs.count)
     assert counts[0] >= 1
     assert counts[1] == 0
+
+
+# -- dtypes decided by shipped configs ----------------------------------------------------------
+
+HYDRA_TRAIN = """\
+import hydra
+import torch
+
+
+@hydra.main(config_path="conf", config_name="train", version_base=None)
+def main(cfg):
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[cfg.precision.name]
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        with torch.autocast("cuda", dtype=amp_dtype):
+            loss = model(batch).loss
+        scaler.scale(loss).backward()
+"""
+
+
+def hydra_project(tmp_path: Path, options: dict[str, str]) -> Path:
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "conf" / "precision").mkdir(parents=True)
+    (tmp_path / "conf" / "train.yaml").write_text(
+        "defaults:\n  - precision: bf16\n  - _self_\n", encoding="utf-8"
+    )
+    for name, value in options.items():
+        path = tmp_path / "conf" / "precision" / f"{name}.yaml"
+        path.write_text(f"name: {value}\n", encoding="utf-8")
+    module = tmp_path / "train.py"
+    module.write_text(HYDRA_TRAIN, encoding="utf-8")
+    return module
+
+
+def test_every_shipped_config_picking_bf16_is_a_verdict(tmp_path: Path) -> None:
+    from linter.api import lint_paths
+
+    module = hydra_project(tmp_path, {"bf16": "bf16", "bf16_long": "bf16"})
+    (finding,) = lint_paths([module], jobs=1, select=["AMP010"]).diagnostics
+    assert finding.line == 8
+    assert "the dtype comes from `precision.name` and every shipped config picks bf16" in (
+        finding.message
+    )
+    assert [(r.line, r.message) for r in finding.related] == [
+        (10, "bf16 autocast"),
+        (
+            5,
+            "loads conf/precision/bf16.yaml, conf/precision/bf16_long.yaml: `precision.name` is "
+            "bf16 in each",
+        ),
+    ]
+
+
+def test_one_shipped_fp16_option_keeps_the_scaler(tmp_path: Path) -> None:
+    from linter.api import lint_paths
+
+    module = hydra_project(tmp_path, {"bf16": "bf16", "v100": "fp16"})
+    assert not lint_paths([module], jobs=1, select=["AMP010"]).diagnostics
+
+
+def test_a_config_dtype_without_a_readable_config_is_unknown() -> None:
+    assert lines(HYDRA_TRAIN) == []
