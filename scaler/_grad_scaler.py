@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch.amp.grad_scaler import OptState
 
 from scaler import _scale_update
+from scaler._compile_boundary import eager_under_compile
 from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
@@ -403,6 +404,7 @@ class GradScaler(torch.amp.GradScaler):
     @overload
     def scale(self, outputs: abc.Iterable[torch.Tensor]) -> abc.Iterable[torch.Tensor]: ...
 
+    @eager_under_compile
     def scale(self, outputs):
         """Multiply a tensor, or nested lists/tuples/iterables of tensors, by the scale.
 
@@ -467,6 +469,7 @@ class GradScaler(torch.amp.GradScaler):
                 )
         return found_inf_per_device
 
+    @eager_under_compile
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         """Divide the optimizer's gradients by the scale, in place, and record inf/NaN.
 
@@ -578,6 +581,7 @@ class GradScaler(torch.amp.GradScaler):
         combined = _scale_update.combine_found_inf(flags, scale.device)
         return combined.clamp(max=1.0) if len(flags) > 1 else combined
 
+    @eager_under_compile
     def step(self, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
         """Unscale (unless ``unscale_`` ran) and call ``optimizer.step()`` if grads are finite.
 
@@ -682,6 +686,7 @@ class GradScaler(torch.amp.GradScaler):
         optimizer_state["stage"] = OptState.STEPPED
         return retval
 
+    @eager_under_compile
     def step_skipped(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
         """Whether ``optimizer``'s latest ``step()`` was skipped: a 0-dim bool tensor, no sync.
 
@@ -712,6 +717,7 @@ class GradScaler(torch.amp.GradScaler):
             )
         return found_inf > 0
 
+    @eager_under_compile
     def update(self, new_scale: float | torch.Tensor | None = None) -> None:
         """Update the scale at the end of the iteration, on the device, without a sync.
 
@@ -809,6 +815,7 @@ class GradScaler(torch.amp.GradScaler):
         """The scale tensor without a sync (torch's private accessor, kept for compatibility)."""
         return self._scale
 
+    @eager_under_compile
     def peek_scale(self) -> float | None:
         """The most recent scale that has already reached the host, or None; never waits.
 
@@ -845,6 +852,7 @@ class GradScaler(torch.amp.GradScaler):
         self._report_event(scale, pending, state.mark_reported)  # marking: an async device copy
         return scale
 
+    @eager_under_compile
     def get_scale(self) -> float:
         """The current scale as a Python float (1.0 when disabled).
 
@@ -883,6 +891,7 @@ class GradScaler(torch.amp.GradScaler):
         self._report_event(abs(signed), signed < 0, state.mark_reported)  # an async copy
         return abs(signed)
 
+    @eager_under_compile
     def check(self) -> None:
         """Report a scale-below-1 (or floor) event the device recorded; one sync.
 
@@ -895,6 +904,7 @@ class GradScaler(torch.amp.GradScaler):
         if self._enabled and self._state is not None and self._below_one != "ignore":
             self._read_scale_and_report()
 
+    @eager_under_compile
     def stats(self) -> ScalerStats:
         """The monitoring counters and the scale, all at once: one device-to-host copy.
 
@@ -939,6 +949,7 @@ class GradScaler(torch.amp.GradScaler):
 
     # ----------------------------------------------------------------- state dict and pickling
 
+    @eager_under_compile
     def state_dict(self) -> dict[str, Any]:
         """The scaler's state: torch's five keys plus ours, which torch's loader ignores.
 
@@ -993,6 +1004,7 @@ class GradScaler(torch.amp.GradScaler):
             "scale_range": [mirror.scale_min, mirror.scale_max],
         }
 
+    @eager_under_compile
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state dict from ours or from ``torch.amp.GradScaler``; no-op when disabled.
 
