@@ -23,6 +23,7 @@ from scaler._host_mirror import HostMirror, to_fp32
 from scaler._peek import CudaScalePeek
 from scaler._per_optimizer import PerOptimizer
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
+from scaler._reciprocal import inverse_scale
 from scaler._scale_update import (
     FLOOR_HITS,
     FP32_MAX,
@@ -488,15 +489,13 @@ class GradScaler(torch.amp.GradScaler):
             )
         if optimizer_state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        # The reciprocal in fp64, as torch does, so unscaled gradients are torch's to the bit.
+        # torch's reciprocal to the bit (fp64 where the device has it, see _reciprocal).
         scale = state.scale
         mirror = self._live_mirror()
-        if scale.device.type == "mps":
-            inv_scale = scale.reciprocal()
-        elif mirror is not None:  # the same value, from the host's copy of the scale
+        if mirror is not None:  # the same value, from the host's copy of the scale
             inv_scale = self._inv_scale_for(mirror.scale, scale.device)
         else:
-            inv_scale = scale.double().reciprocal().float()
+            inv_scale = inverse_scale(scale)
         optimizer_state["found_inf_per_device"] = self._reduce_found_inf(
             self._unscale_with_own_flag(optimizer, inv_scale, scale.device, False),
             optimizer_state,
@@ -599,8 +598,7 @@ class GradScaler(torch.amp.GradScaler):
         if optimizer_state["stage"] is OptState.STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
         if getattr(optimizer, "_step_supports_amp_scaling", False):
-            decide_on_host = not fused_step_is_safe(optimizer)
-            return self._fused_step(optimizer, optimizer_state, state, args, kwargs, decide_on_host)
+            return self._fused_step(optimizer, optimizer_state, state, args, kwargs)
         if optimizer_state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         if not optimizer_state["found_inf_per_device"]:
@@ -640,12 +638,11 @@ class GradScaler(torch.amp.GradScaler):
         state: ScaleState,
         args: tuple,
         kwargs: dict,
-        decide_on_host: bool = False,
     ) -> Any:
-        """torch's fused-optimizer contract; with ``decide_on_host``, for a step whose kernel
-        would not skip cleanly (``_fused_support``), the flag is read first (one sync) and the
-        optimizer is called only for finite gradients, still unscaling them in its kernel (so
-        fp16 parameters work as on torch's fused path)."""
+        """torch's fused-optimizer contract; for a step whose kernel is not trusted to skip
+        cleanly on this device, torch version and dtype (``_fused_support``), the flag is read
+        first (one sync) and the optimizer is called only for finite gradients, still unscaling
+        them in its kernel (so fp16 parameters work as on torch's fused path)."""
         passes_itself = _step_takes_grad_scaler(optimizer)
         if passes_itself:
             warn_at_caller(
@@ -662,7 +659,9 @@ class GradScaler(torch.amp.GradScaler):
             found_inf = self._combined_found_inf(optimizer_state)
             optimizer_state["found_inf"] = found_inf
             self._last_found_inf[optimizer] = found_inf
-            if decide_on_host:
+            groups = self._grad_groups.get(optimizer)
+            where = None if groups is None else groups.devices_and_dtypes()
+            if not fused_step_is_safe(optimizer, where):
                 found = bool(found_inf.item())
                 optimizer_state["found_on_host"] = found
                 if found:
