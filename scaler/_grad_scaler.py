@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import math
 import warnings
 import weakref
 from collections import abc, defaultdict
+from collections.abc import Iterator
 from typing import Any, overload
 
 import torch
@@ -230,6 +232,8 @@ class GradScaler(torch.amp.GradScaler):
         self._grad_groups: PerOptimizer[GradGroups] = PerOptimizer()
         #: Each optimizer's found-inf flag of its latest step (for ``step_skipped``).
         self._last_found_inf: PerOptimizer[torch.Tensor] = PerOptimizer()
+        #: Inside ``restoring()``: ``update()`` keeps the state as it is.
+        self._restoring = False
 
     # ----------------------------------------------------------------- configuration
 
@@ -734,6 +738,9 @@ class GradScaler(torch.amp.GradScaler):
             and steps below 1 on the device, and with ``below_one="warn"``/``"raise"`` reports
             it when the host next reads the scale. To check without a sync, read ``stats()``
             (one transfer) at a log interval rather than ``get_scale()`` every step.
+
+        Inside ``with scaler.restoring():`` it leaves the scale, trackers and counters as they
+        are (see ``restoring``).
         """
         if not self._enabled:
             return
@@ -746,6 +753,9 @@ class GradScaler(torch.amp.GradScaler):
                 self._await_reduce(optimizer_state)
             if not recorded:
                 raise ScalerUsageError("No inf checks were recorded prior to update.")
+            if self._restoring:  # a restore's dummy step: keep the loaded state
+                self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
+                return
             mirror = self._live_mirror()
             if mirror is not None and all("found_on_host" in s for s in recorded):
                 previous_scale = mirror.scale
@@ -1009,6 +1019,8 @@ class GradScaler(torch.amp.GradScaler):
 
         Everything is validated before anything is applied. A scale below the floor (for
         example a collapsed torch checkpoint, 0 <= scale < 2**-126) is raised to the floor.
+        To restore the optimizer afterwards through code that steps it via the scaler, do it
+        inside ``restoring()``.
         """
         if not self._enabled:
             return
@@ -1047,6 +1059,31 @@ class GradScaler(torch.amp.GradScaler):
         )
         self._mirror.remember_versions(self._state)
 
+    @contextlib.contextmanager
+    def restoring(self) -> Iterator[None]:
+        """Keep the scaler's state unchanged by the steps of a checkpoint restore.
+
+        ``torch.distributed.checkpoint.state_dict`` initialises an empty optimizer state by
+        stepping the optimizer on zero gradients (``get_optimizer_state_dict``,
+        ``set_optimizer_state_dict``). When the optimizer is wrapped so that ``step()`` goes
+        through the scaler, as accelerate's is, that dummy step reaches ``scaler.update()``
+        after the scaler was loaded and counts as a clean step: the restored growth tracker
+        moves and the scale may grow (accelerate #4289). Inside this block ``update()`` keeps
+        the scale, trackers and counters as they are; the optimizer still steps. Example::
+
+            scaler.load_state_dict(saved)
+            with scaler.restoring():
+                set_optimizer_state_dict(model, wrapped_optimizer, optim_state)
+
+        Outside the block ``update()`` keeps torch's semantics exactly: a step after a load
+        with no ``scale()`` in between cannot be told from a restore's, so nothing is guessed.
+        """
+        previous, self._restoring = self._restoring, True
+        try:
+            yield
+        finally:
+            self._restoring = previous
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if self._enabled:
@@ -1073,6 +1110,7 @@ class GradScaler(torch.amp.GradScaler):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_restoring", False)  # pickled before it existed
         if self._enabled:
             self._grad_groups = PerOptimizer()
             self._last_found_inf = PerOptimizer()
