@@ -214,9 +214,6 @@ def fused_step_is_safe(
     ``devices_and_dtypes``: where the gradients (hence the state) live and their dtypes, as the
     scaler's cached grouping already knows them; read from the parameters when not given.
     """
-    cls = type(optimizer)
-    if cls.__module__.split(".")[0] != "torch":
-        return True
     if devices_and_dtypes is None:
         devices_and_dtypes = {
             (grad.device, grad.dtype)
@@ -224,15 +221,30 @@ def fused_step_is_safe(
             for param in group["params"]
             if (grad := param.grad) is not None
         }
-    version = torch.__version__
-    needs_state = False
-    for device, dtype in devices_and_dtypes:
-        found = verdict(device.type, version, cls.__name__, dtype_name(dtype))
-        if found == "trusted-once-state-exists":
-            needs_state = True
-        elif found != "trusted":
-            return False
-    return not needs_state or all(_momentum_ready(optimizer, g) for g in optimizer.param_groups)
+    decision = _decision(type(optimizer), tuple(devices_and_dtypes))
+    if decision == "once-state-exists":
+        return all(_momentum_ready(optimizer, group) for group in optimizer.param_groups)
+    return decision == "fused"
+
+
+@functools.cache
+def _decision(
+    cls: type, where: tuple[tuple[torch.device, torch.dtype], ...]
+) -> Literal["fused", "once-state-exists", "host"]:
+    """The table's answer for one optimizer class over these (device, dtype) pairs, made once
+    per combination: the scaler asks on every fused step."""
+    if cls.__module__.split(".")[0] != "torch":
+        return "fused"
+    found = {verdict(d.type, torch.__version__, cls.__name__, dtype_name(t)) for d, t in where}
+    if not found <= {"trusted", "trusted-once-state-exists"}:
+        return "host"
+    return "once-state-exists" if "trusted-once-state-exists" in found else "fused"
+
+
+def clear_caches() -> None:
+    """Forget every cached answer (after the table changed, in tests)."""
+    verdict.cache_clear()
+    _decision.cache_clear()
 
 
 def _momentum_ready(optimizer: torch.optim.Optimizer, group: dict) -> bool:

@@ -44,10 +44,10 @@ def table(monkeypatch):
 
     def use(rows: tuple[TrustRow, ...]) -> None:
         monkeypatch.setattr(fused_support, "TRUST_TABLE", rows)
-        verdict.cache_clear()
+        fused_support.clear_caches()
 
     yield use
-    verdict.cache_clear()
+    fused_support.clear_caches()
 
 
 # ----------------------------------------------------------------- the table itself
