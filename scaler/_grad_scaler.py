@@ -118,6 +118,8 @@ class GradScaler(torch.amp.GradScaler):
       buffers when its first step is skipped; until they exist ours reads the found-inf flag
       first (one sync) and calls the fused step only for finite gradients.
     * **Faster**: gradients are regrouped by device and dtype only when their layout changes.
+    * **torch.compile**: inside a compiled step every public method runs eagerly, as torch's
+      own scaler does (dynamo skips it), so the step has torch's graph count and eager results.
 
     Example::
 
