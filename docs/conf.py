@@ -31,6 +31,7 @@ extensions = [
     "google_args",
     "matplotlib.sphinxext.plot_directive",
     "finfo_table",
+    "fused_trust_table",
     "cli_reference",
     "lint_output",
     "rule_pages",

@@ -58,6 +58,10 @@ class GradGroups:
             (device, dtype, [grads[i] for i in indices]) for device, dtype, indices in self._split
         ]
 
+    def devices_and_dtypes(self) -> list[tuple[torch.device, torch.dtype]]:
+        """The (device, dtype) of each group at the last ``group()``, without touching grads."""
+        return [(device, dtype) for device, dtype, _ in self._split]
+
     def _rebuild(
         self,
         grads: list[torch.Tensor],

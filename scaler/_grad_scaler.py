@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import math
 import warnings
 import weakref
 from collections import abc, defaultdict
+from collections.abc import Iterator
 from typing import Any, overload
 
 import torch
@@ -15,6 +17,7 @@ import torch.distributed as dist
 from torch.amp.grad_scaler import OptState
 
 from scaler import _scale_update
+from scaler._compile_boundary import eager_under_compile
 from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
@@ -22,6 +25,7 @@ from scaler._host_mirror import HostMirror, to_fp32
 from scaler._peek import CudaScalePeek
 from scaler._per_optimizer import PerOptimizer
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
+from scaler._reciprocal import inverse_scale
 from scaler._scale_update import (
     FLOOR_HITS,
     FP32_MAX,
@@ -114,6 +118,8 @@ class GradScaler(torch.amp.GradScaler):
       buffers when its first step is skipped; until they exist ours reads the found-inf flag
       first (one sync) and calls the fused step only for finite gradients.
     * **Faster**: gradients are regrouped by device and dtype only when their layout changes.
+    * **torch.compile**: inside a compiled step every public method runs eagerly, as torch's
+      own scaler does (dynamo skips it), so the step has torch's graph count and eager results.
 
     Example::
 
@@ -230,6 +236,8 @@ class GradScaler(torch.amp.GradScaler):
         self._last_found_inf: PerOptimizer[torch.Tensor] = PerOptimizer()
         #: That flag and its value, for the steps that read it on the host anyway.
         self._last_found_on_host: PerOptimizer[tuple[torch.Tensor, bool]] = PerOptimizer()
+        #: Inside ``restoring()``: ``update()`` keeps the state as it is.
+        self._restoring = False
 
     # ----------------------------------------------------------------- configuration
 
@@ -405,6 +413,7 @@ class GradScaler(torch.amp.GradScaler):
     @overload
     def scale(self, outputs: abc.Iterable[torch.Tensor]) -> abc.Iterable[torch.Tensor]: ...
 
+    @eager_under_compile
     def scale(self, outputs):
         """Multiply a tensor, or nested lists/tuples/iterables of tensors, by the scale.
 
@@ -469,6 +478,7 @@ class GradScaler(torch.amp.GradScaler):
                 )
         return found_inf_per_device
 
+    @eager_under_compile
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         """Divide the optimizer's gradients by the scale, in place, and record inf/NaN.
 
@@ -487,15 +497,13 @@ class GradScaler(torch.amp.GradScaler):
             )
         if optimizer_state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        # The reciprocal in fp64, as torch does, so unscaled gradients are torch's to the bit.
+        # torch's reciprocal to the bit (fp64 where the device has it, see _reciprocal).
         scale = state.scale
         mirror = self._live_mirror()
-        if scale.device.type == "mps":
-            inv_scale = scale.reciprocal()
-        elif mirror is not None:  # the same value, from the host's copy of the scale
+        if mirror is not None:  # the same value, from the host's copy of the scale
             inv_scale = self._inv_scale_for(mirror.scale, scale.device)
         else:
-            inv_scale = scale.double().reciprocal().float()
+            inv_scale = inverse_scale(scale)
         optimizer_state["found_inf_per_device"] = self._reduce_found_inf(
             self._unscale_with_own_flag(optimizer, inv_scale, scale.device, False),
             optimizer_state,
@@ -580,6 +588,7 @@ class GradScaler(torch.amp.GradScaler):
         combined = _scale_update.combine_found_inf(flags, scale.device)
         return combined.clamp(max=1.0) if len(flags) > 1 else combined
 
+    @eager_under_compile
     def step(self, optimizer: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
         """Unscale (unless ``unscale_`` ran) and call ``optimizer.step()`` if grads are finite.
 
@@ -597,8 +606,7 @@ class GradScaler(torch.amp.GradScaler):
         if optimizer_state["stage"] is OptState.STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
         if getattr(optimizer, "_step_supports_amp_scaling", False):
-            decide_on_host = not fused_step_is_safe(optimizer)
-            return self._fused_step(optimizer, optimizer_state, state, args, kwargs, decide_on_host)
+            return self._fused_step(optimizer, optimizer_state, state, args, kwargs)
         if optimizer_state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         if not optimizer_state["found_inf_per_device"]:
@@ -639,12 +647,11 @@ class GradScaler(torch.amp.GradScaler):
         state: ScaleState,
         args: tuple,
         kwargs: dict,
-        decide_on_host: bool = False,
     ) -> Any:
-        """torch's fused-optimizer contract; with ``decide_on_host``, for a step whose kernel
-        would not skip cleanly (``_fused_support``), the flag is read first (one sync) and the
-        optimizer is called only for finite gradients, still unscaling them in its kernel (so
-        fp16 parameters work as on torch's fused path)."""
+        """torch's fused-optimizer contract; for a step whose kernel is not trusted to skip
+        cleanly on this device, torch version and dtype (``_fused_support``), the flag is read
+        first (one sync) and the optimizer is called only for finite gradients, still unscaling
+        them in its kernel (so fp16 parameters work as on torch's fused path)."""
         passes_itself = _step_takes_grad_scaler(optimizer)
         if passes_itself:
             warn_at_caller(
@@ -661,7 +668,9 @@ class GradScaler(torch.amp.GradScaler):
             found_inf = self._combined_found_inf(optimizer_state)
             optimizer_state["found_inf"] = found_inf
             self._last_found_inf[optimizer] = found_inf
-            if decide_on_host:
+            groups = self._grad_groups.get(optimizer)
+            where = None if groups is None else groups.devices_and_dtypes()
+            if not fused_step_is_safe(optimizer, where):
                 found = bool(found_inf.item())
                 optimizer_state["found_on_host"] = found
                 self._last_found_on_host[optimizer] = (found_inf, found)
@@ -686,6 +695,7 @@ class GradScaler(torch.amp.GradScaler):
         optimizer_state["stage"] = OptState.STEPPED
         return retval
 
+    @eager_under_compile
     def step_skipped(self, optimizer: torch.optim.Optimizer) -> torch.Tensor:
         """Whether ``optimizer``'s latest ``step()`` was skipped: a 0-dim bool tensor, no sync.
 
@@ -728,6 +738,7 @@ class GradScaler(torch.amp.GradScaler):
         known = on_host[1] if on_host is not None and on_host[0] is found_inf else None
         return found_inf, known
 
+    @eager_under_compile
     def update(self, new_scale: float | torch.Tensor | None = None) -> None:
         """Update the scale at the end of the iteration, on the device, without a sync.
 
@@ -745,6 +756,9 @@ class GradScaler(torch.amp.GradScaler):
             and steps below 1 on the device, and with ``below_one="warn"``/``"raise"`` reports
             it when the host next reads the scale. To check without a sync, read ``stats()``
             (one transfer) at a log interval rather than ``get_scale()`` every step.
+
+        Inside ``with scaler.restoring():`` it leaves the scale, trackers and counters as they
+        are (see ``restoring``).
         """
         if not self._enabled:
             return
@@ -757,6 +771,9 @@ class GradScaler(torch.amp.GradScaler):
                 self._await_reduce(optimizer_state)
             if not recorded:
                 raise ScalerUsageError("No inf checks were recorded prior to update.")
+            if self._restoring:  # a restore's dummy step: keep the loaded state
+                self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
+                return
             mirror = self._live_mirror()
             if mirror is not None and all("found_on_host" in s for s in recorded):
                 previous_scale = mirror.scale
@@ -825,6 +842,7 @@ class GradScaler(torch.amp.GradScaler):
         """The scale tensor without a sync (torch's private accessor, kept for compatibility)."""
         return self._scale
 
+    @eager_under_compile
     def peek_scale(self) -> float | None:
         """The most recent scale that has already reached the host, or None; never waits.
 
@@ -861,6 +879,7 @@ class GradScaler(torch.amp.GradScaler):
         self._report_event(scale, pending, state.mark_reported)  # marking: an async device copy
         return scale
 
+    @eager_under_compile
     def get_scale(self) -> float:
         """The current scale as a Python float (1.0 when disabled).
 
@@ -899,6 +918,7 @@ class GradScaler(torch.amp.GradScaler):
         self._report_event(abs(signed), signed < 0, state.mark_reported)  # an async copy
         return abs(signed)
 
+    @eager_under_compile
     def check(self) -> None:
         """Report a scale-below-1 (or floor) event the device recorded; one sync.
 
@@ -911,6 +931,7 @@ class GradScaler(torch.amp.GradScaler):
         if self._enabled and self._state is not None and self._below_one != "ignore":
             self._read_scale_and_report()
 
+    @eager_under_compile
     def stats(self) -> ScalerStats:
         """The monitoring counters and the scale, all at once: one device-to-host copy.
 
@@ -955,6 +976,7 @@ class GradScaler(torch.amp.GradScaler):
 
     # ----------------------------------------------------------------- state dict and pickling
 
+    @eager_under_compile
     def state_dict(self) -> dict[str, Any]:
         """The scaler's state: torch's five keys plus ours, which torch's loader ignores.
 
@@ -1009,11 +1031,14 @@ class GradScaler(torch.amp.GradScaler):
             "scale_range": [mirror.scale_min, mirror.scale_max],
         }
 
+    @eager_under_compile
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a state dict from ours or from ``torch.amp.GradScaler``; no-op when disabled.
 
         Everything is validated before anything is applied. A scale below the floor (for
         example a collapsed torch checkpoint, 0 <= scale < 2**-126) is raised to the floor.
+        To restore the optimizer afterwards through code that steps it via the scaler, do it
+        inside ``restoring()``.
         """
         if not self._enabled:
             return
@@ -1052,6 +1077,31 @@ class GradScaler(torch.amp.GradScaler):
         )
         self._mirror.remember_versions(self._state)
 
+    @contextlib.contextmanager
+    def restoring(self) -> Iterator[None]:
+        """Keep the scaler's state unchanged by the steps of a checkpoint restore.
+
+        ``torch.distributed.checkpoint.state_dict`` initialises an empty optimizer state by
+        stepping the optimizer on zero gradients (``get_optimizer_state_dict``,
+        ``set_optimizer_state_dict``). When the optimizer is wrapped so that ``step()`` goes
+        through the scaler, as accelerate's is, that dummy step reaches ``scaler.update()``
+        after the scaler was loaded and counts as a clean step: the restored growth tracker
+        moves and the scale may grow (accelerate #4289). Inside this block ``update()`` keeps
+        the scale, trackers and counters as they are; the optimizer still steps. Example::
+
+            scaler.load_state_dict(saved)
+            with scaler.restoring():
+                set_optimizer_state_dict(model, wrapped_optimizer, optim_state)
+
+        Outside the block ``update()`` keeps torch's semantics exactly: a step after a load
+        with no ``scale()`` in between cannot be told from a restore's, so nothing is guessed.
+        """
+        previous, self._restoring = self._restoring, True
+        try:
+            yield
+        finally:
+            self._restoring = previous
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if self._enabled:
@@ -1079,6 +1129,7 @@ class GradScaler(torch.amp.GradScaler):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_restoring", False)  # pickled before it existed
         if self._enabled:
             self._grad_groups = PerOptimizer()
             self._last_found_inf = PerOptimizer()

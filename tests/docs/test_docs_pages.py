@@ -96,3 +96,16 @@ def test_pages_show_what_amp_lint_prints_today(
     text = text_of(built_docs.page(docname))
     for line in output.strip().splitlines():
         assert " ".join(line.split()) in text
+
+
+def test_support_matrix_shows_every_row_of_the_trust_table(built_docs: DocsBuild) -> None:
+    from scaler._fused_support import TRUST_TABLE
+
+    page = built_docs.page("guides/fsdp2-fp16")
+    start = page.index('class="fused-trust-table')
+    table = page[start : page.index("</table>", start)]
+    assert table.count("<tr") == len(TRUST_TABLE) + 1  # the header, then one row per entry
+    text = text_of(MAIN_CONTENT + table)
+    for verdict in ("trusted (no sync)", "unverified: host fallback", "host fallback (1 sync"):
+        assert verdict in text
+    assert text.count("(fused=True)") == len(TRUST_TABLE)

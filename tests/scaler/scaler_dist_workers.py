@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
@@ -245,3 +246,176 @@ def ddp_matches_single_process(rank, world, init_file, out_dir):
 
 def fsdp_matches_single_process(rank, world, init_file, out_dir):
     _run(rank, world, init_file, out_dir, _fsdp_matches_single_process)
+
+
+#: Steps of the FSDP2 + fused-optimizer run; an inf in one rank's shard at each poisoned step.
+FSDP2_STEPS = 6
+#: Poisoned step -> the rank whose local gradient shard gets the inf (the last rank, then rank 0).
+FSDP2_POISON = {1: -1, 3: 0}
+#: Steps trained after the checkpoint, by the original run and by the restored one.
+RESUMED_STEPS = 2
+
+
+class SteppedThroughScaler(torch.optim.Optimizer):
+    """accelerate's ``AcceleratedOptimizer`` in miniature: ``step()`` goes through the scaler.
+
+    That is what makes accelerate #4289: ``set_optimizer_state_dict`` initialises the optimizer
+    state with a dummy ``step()`` on zero gradients, which here reaches ``scaler.step`` and
+    ``scaler.update``, after accelerate has already loaded the scaler (it must, since torch's
+    ``step`` needs a scale to exist).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scaler) -> None:
+        self.optimizer = optimizer
+        self.scaler = scaler
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    @property
+    def defaults(self):
+        return self.optimizer.defaults
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict) -> None:
+        self.optimizer.load_state_dict(state_dict)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure=None):
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+
+def _sharded(mesh) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    from torch.distributed.fsdp import fully_shard
+
+    model = _model()
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2, fused=True)
+
+
+def _fsdp2_step(model, optimizer, scaler, rank: int, world: int, step: int) -> int:
+    """One step on this rank's half of the batch; returns the syncs of ``step`` + ``update``."""
+    optimizer.zero_grad()
+    inputs, target = _batch(step, rank, world)
+    scaler.scale(_loss(model, inputs, target)).backward()
+    if FSDP2_POISON.get(step) is not None and rank == FSDP2_POISON[step] % world:
+        model[0].weight.grad.to_local().view(-1)[0] = float("inf")
+    with SyncCounter() as counter:  # the found-inf all-reduce included
+        scaler.step(optimizer)
+        scaler.update()
+    return counter.count
+
+
+def _local_shards(model) -> list[torch.Tensor]:
+    return [p.detach().to_local().clone() for p in model.parameters()]
+
+
+def _fsdp2_fused_with_checkpoint(rank: int, world: int, out_dir: str) -> dict:
+    """FSDP2 + fused Adam + our scaler on gloo; then a DCP save, and a restore shaped like
+    accelerate's (the scaler first, then the optimizer state through a stepping wrapper)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (world,))
+    model, optimizer = _sharded(mesh)
+    scaler = GradScaler("cpu", growth_interval=3, process_group=dist.group.WORLD)
+    syncs, skipped, flags, scales = [], [], [], []
+    for step in range(FSDP2_STEPS):
+        before = _local_shards(model)
+        syncs.append(_fsdp2_step(model, optimizer, scaler, rank, world, step))
+        after = _local_shards(model)
+        skipped.append(all(torch.equal(b, a) for b, a in zip(before, after, strict=True)))
+        flags.append(bool(scaler.step_skipped(optimizer)))
+        scales.append(scaler.get_scale())
+
+    checkpoint = str(Path(out_dir) / "checkpoint")
+    model_state, optim_state = get_state_dict(model, optimizer)
+    saved = scaler.state_dict()
+    dcp.save(
+        {"model": model_state, "optim": optim_state, "scaler": saved}, checkpoint_id=checkpoint
+    )
+    saved_shards = _local_shards(model)
+
+    def restore(make_scaler):
+        torch.manual_seed(rank + 1)  # other weights than the checkpoint's
+        restored_model, restored_opt = _sharded(mesh)
+        restored_scaler = make_scaler()
+        # accelerate's order (Accelerator.load_state with FSDP2): the scaler and its lazy init
+        # first, then the optimizer through its wrapper, whose state DCP initialises with a
+        # dummy step (inside get_state_dict) that goes through the scaler.
+        scaler_state = {"scaler": restored_scaler.state_dict()}
+        dcp.load(scaler_state, checkpoint_id=checkpoint)
+        restored_scaler.load_state_dict(scaler_state["scaler"])
+        restored_scaler._lazy_init_scale_growth_tracker(torch.device("cpu"))
+        wrapped = SteppedThroughScaler(restored_opt, restored_scaler)
+        # Ours: the documented recipe; torch's scaler has no such block.
+        holding = getattr(restored_scaler, "restoring", contextlib.nullcontext)
+        with holding():
+            model_sd, optim_sd = get_state_dict(restored_model, wrapped)
+            state = {"model": model_sd, "optim": optim_sd}
+            dcp.load(state, checkpoint_id=checkpoint)
+            set_state_dict(
+                restored_model,
+                wrapped,
+                model_state_dict=state["model"],
+                optim_state_dict=state["optim"],
+            )
+        return restored_model, restored_opt, restored_scaler
+
+    restored_model, restored_opt, restored_scaler = restore(
+        lambda: GradScaler("cpu", init_scale=8.0, process_group=dist.group.WORLD)
+    )
+    restored_state = restored_scaler.state_dict()
+    restored_exact = all(
+        torch.equal(a, b) for a, b in zip(saved_shards, _local_shards(restored_model), strict=True)
+    )
+    # torch's own scaler through the same restore: the dummy step moves its growth tracker.
+    _, _, torch_scaler = restore(lambda: torch.amp.GradScaler("cpu"))
+    torch_restored = torch_scaler.state_dict()
+
+    resumed_scales = []
+    for step in range(FSDP2_STEPS, FSDP2_STEPS + RESUMED_STEPS):
+        _fsdp2_step(model, optimizer, scaler, rank, world, step)
+        _fsdp2_step(restored_model, restored_opt, restored_scaler, rank, world, step)
+        resumed_scales.append((scaler.get_scale(), restored_scaler.get_scale()))
+    resumed_exact = all(
+        torch.equal(a, b)
+        for a, b in zip(_local_shards(model), _local_shards(restored_model), strict=True)
+    )
+    return {
+        "syncs": syncs,
+        "skipped": skipped,
+        "flags": flags,
+        "scales": scales,
+        "skipped_steps": scaler.stats().skipped_steps,
+        "saved": saved,
+        "restored": restored_state,
+        "restored_exact": restored_exact,
+        "torch_saved_tracker": saved["_growth_tracker"],
+        "torch_restored": torch_restored,
+        "resumed_scales": resumed_scales,
+        "resumed_exact": resumed_exact,
+    }
+
+
+def fsdp2_fused_with_checkpoint(rank, world, init_file, out_dir):
+    _run(
+        rank,
+        world,
+        init_file,
+        out_dir,
+        lambda rank, world: _fsdp2_fused_with_checkpoint(rank, world, out_dir),
+    )

@@ -288,6 +288,7 @@ METHODS = [
             "peek_scale",
             "check",
             "stats",
+            "restoring",
         )
     ),
     BadCall(

@@ -7,7 +7,7 @@ import torch
 from scaler_harness import forward_backward, make_model, poison_grads, twin
 
 from scaler import GradScaler
-from scaler._fused_support import FUSED_VERDICTS, fused_step_is_safe
+from scaler._fused_support import TRUST_TABLE, fused_step_is_safe
 
 
 def skipped_first_step(scaler, optimizer, model) -> None:
@@ -93,9 +93,10 @@ def test_fused_sgd_without_momentum_and_fused_adam_are_trusted() -> None:
 
 
 def test_every_verdict_names_a_fused_torch_optimizer_and_gives_evidence() -> None:
-    for name, verdict in FUSED_VERDICTS.items():
+    for row in TRUST_TABLE:
+        name = row.optimizer
         optimizer = getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(1))], fused=True)
-        assert verdict.evidence
+        assert row.evidence
         # torch 2.11's fused Adagrad has no GradScaler path; SGD and Adam(W) always have one.
         if name != "Adagrad":
             assert optimizer._step_supports_amp_scaling
