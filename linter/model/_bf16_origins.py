@@ -508,7 +508,19 @@ class Bf16Origins:
         name = dotted_name(node)
         if name is None:
             return None
-        return self.of_name(name, at)
+        found = self.of_name(name, at)
+        root, dot, _component = name.partition(".")
+        if (
+            found is None
+            and dot
+            and root not in ("self", "cls")
+            and not any(bound == name for _scope, bound in self._bindings)
+        ):
+            # `transformer = pipe.transformer`: a component of a model or pipeline loaded in
+            # bf16 is bf16 too (`from_pretrained(..., torch_dtype=...)` casts every component),
+            # unless the component itself is bound here (`pipe.transformer = <fp32 model>`).
+            return self.of_name(root, at)
+        return found
 
     def _cast_origin(self, node: cst.Call, dtype: str) -> Bf16Origin | None:
         if dtype != self.target:

@@ -3,9 +3,13 @@
 A GradScaler raises only when a parameter the optimizer steps has an fp16 gradient. A model cast
 or loaded in fp16 is safe to train through one when what the optimizer actually steps is fp32:
 
-- adapters: peft/LoRA (``get_peft_model``, ``add_adapter``, ``LoraConfig``...) trains adapter
-  weights that peft upcasts to fp32 (``autocast_adapter_dtype``) over a frozen fp16 base; a
-  4/8-bit load is trainable only through such adapters;
+- adapters: peft/LoRA applied to the model (``get_peft_model(model, ...)``,
+  ``PeftModel.from_pretrained(model, ...)``, ``unet.add_adapter(...)``,
+  ``prepare_model_for_kbit_training(model)``, any ``*lora*``/``*peft*``/``*adapter*`` call that
+  takes the model or is its method) trains adapter weights that peft upcasts to fp32
+  (``autocast_adapter_dtype``) over a frozen fp16 base; a 4/8-bit load is trainable only
+  through such adapters. An import of peft or a ``LoraConfig`` alone applies nothing: a
+  full-model ``.half()`` beside it still trains fp16 parameters;
 - upcasts: ``cast_training_params(model, dtype=torch.float32)`` (diffusers), ``p.data =
   p.data.float()`` over the trainable parameters, ``model.head.float()``,
   ``model.to(torch.float32)`` as a statement;
@@ -25,15 +29,18 @@ import re
 import libcst as cst
 
 from linter.model._bf16_origins import FP32, Bf16Origins, keyword
-from linter.model._dotted_names import dotted_name
+from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import ModuleIndex
 from linter.model._path_facts import PathFacts
 
-#: Text that says a file trains adapters (peft, LoRA, diffusers' adapter API) or upcasts them.
-ADAPTER_TEXT = re.compile(
-    r"lora|peft|\w*adapter\s*\(|cast_training_params|prepare_model_for_kbit_training",
+#: The name of a call that applies adapters (peft, LoRA, diffusers' adapter API) to the model
+#: it takes or is a method of, or upcasts its trainable parameters.
+ADAPTER_CALL = re.compile(
+    r"lora|peft|adapter|cast_training_params|kbit_training",
     re.IGNORECASE,
 )
+#: Adapter configurations name no model: ``LoraConfig(r=8)`` applies nothing by itself.
+_CONFIG_SUFFIX = "config"
 
 #: ``from_pretrained`` keywords that load quantized weights, trainable only through adapters.
 QUANTIZED_LOAD_KEYWORDS = ("load_in_8bit", "load_in_4bit", "quantization_config")
@@ -64,8 +71,8 @@ class Fp32Trainables:
         self._index = index
         self._origins = origins
         self._paths = paths
-        #: The file trains adapters or upcasts them: every model may train fp32 parameters.
-        self.adapters = ADAPTER_TEXT.search(source) is not None
+        #: Model roots adapters are applied to (see `_root`): they may train fp32 adapters.
+        self._adapted: set[str] = set()
         #: Model roots (see `_root`) cast back to fp32, in whole or in part -> the casts.
         self._upcast: dict[str, list[cst.CSTNode]] = {}
         #: Model roots frozen as a whole.
@@ -76,11 +83,11 @@ class Fp32Trainables:
 
     def why_fp32(self, model: str, origin_node: cst.CSTNode) -> str | None:
         """A reason the parameters ``model``'s optimizer steps may be fp32, or None."""
-        if self.adapters:
-            return "the file trains adapters"
         if self.upcasts_parameter_data:
             return "the file upcasts parameter data to fp32"
         root = _root(model)
+        if root in self._adapted:
+            return f"adapters are applied to `{root}`"
         if any(self._may_follow(origin_node, cast) for cast in self._upcast.get(root, ())):
             return f"`{root}` (or part of it) is cast back to fp32"
         if root in self._frozen:
@@ -128,6 +135,7 @@ class Fp32Trainables:
 
     def _collect(self) -> None:
         for call in self._index.nodes(cst.Call):
+            self._adapted |= self._adapted_roots(call)  # type: ignore[arg-type]
             func = call.func
             if not isinstance(func, cst.Attribute):
                 continue
@@ -150,6 +158,38 @@ class Fp32Trainables:
                     model = self._model_iterated_for(assign)
                     if model is not None:
                         self._frozen.add(_root(model))
+
+    def _adapted_roots(self, call: cst.Call) -> set[str]:
+        """The models an adapter call applies to: its receiver and its arguments
+        (``get_peft_model(model, config)``, ``unet.add_adapter(config)``, a trainer given
+        ``peft_config=``, the elements of
+        ``models = [unet, text_encoder]`` in ``cast_training_params(models)``); none for a
+        config (``LoraConfig(...)``)."""
+        name = dotted_name(call.func)
+        if name is None:
+            return set()
+        last = last_part(name).lower()
+        applies = ADAPTER_CALL.search(last) is not None and not last.endswith(_CONFIG_SUFFIX)
+        # A trainer handed the adapters: `SFTTrainer(model=model, peft_config=lora_config)`.
+        handed = any(
+            arg.keyword is not None
+            and ADAPTER_CALL.search(arg.keyword.value)
+            and not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
+            for arg in call.args
+        )
+        if not (applies or handed):
+            return set()
+        values = [arg.value for arg in call.args]
+        if isinstance(call.func, cst.Attribute):
+            values.append(call.func.value)
+        for value in list(values):
+            if isinstance(value, cst.Name):
+                for bound in self._bound_in(self._index.enclosing_function(call), value.value):
+                    if isinstance(bound, cst.List | cst.Tuple):
+                        values += [element.value for element in bound.elements]
+            elif isinstance(value, cst.List | cst.Tuple):
+                values += [element.value for element in value.elements]
+        return {root for value in values if (root := _receiver_root(value)) is not None}
 
     def _model_iterated_for(self, statement: cst.CSTNode) -> str | None:
         """``model`` of ``for p in model.parameters(): p.requires_grad = False``."""

@@ -68,6 +68,12 @@ class Kind(enum.Enum):
 #: Words a function of another module must mention for its events to matter here.
 _EVENT_WORDS = ("backward", "step", "update", "unscale_", "clip_grad", "zero_grad")
 
+#: Collections whose elements are parts of one step (``for opt in optimizers:``).
+_PER_ELEMENT = re.compile(r"optimi[sz]ers|optims|scalers|models|losses", re.I)
+
+#: A dict's views: a loop over one walks its entries, which may be whole steps.
+_DICT_VIEWS = frozenset({"items", "keys", "values"})
+
 #: Events that mark where an optimizer step happens: they anchor iterations.
 STEP_KINDS = frozenset({Kind.SCALER_STEP, Kind.OPTIMIZER_STEP, Kind.UPDATE})
 
@@ -373,11 +379,21 @@ class TrainingIterations:
         if isinstance(iterable, cst.List | cst.Tuple):
             return True
         names = [dotted_name(n) or "" for n in _names(iterable)]
-        return any(
-            last_part(name) in TRAVERSED_COLLECTIONS
-            or re.search(r"optimi[sz]ers|optims|scalers|models|losses", name, re.I)
-            for name in names
-        )
+        if any(_PER_ELEMENT.search(name) for name in names):
+            return True
+        if self._steps_per_entry(loop, names):
+            return False
+        return any(last_part(name) in TRAVERSED_COLLECTIONS for name in names)
+
+    def _steps_per_entry(self, loop: cst.For, names: list[str]) -> bool:
+        """A loop over a dict's entries (``for criterion, batch in batches.items():``) whose
+        every pass backpropagates and steps: each entry is a training step of its own (an
+        OOM scan over the largest batches), not one optimizer or model of a step."""
+        if not any(last_part(name) in _DICT_VIEWS for name in names):
+            return False
+        inside = [e for e in self.events if loop in set(self._index.ancestors(e.call))]
+        kinds = {e.kind for e in inside}
+        return bool(kinds & {Kind.BACKWARD, Kind.SCALED_BACKWARD}) and bool(kinds & STEP_KINDS)
 
     def _events_in(self, scope: cst.CSTNode) -> Iterator[Event]:
         """Events in ``scope`` (same function, nested loops included, but not those of a nested
@@ -385,8 +401,21 @@ class TrainingIterations:
         functions bring, in source order."""
         for event in self._events_under(scope, via=None, depth=0, seen=frozenset()):
             inner = self._innermost_scope(event.call if event.via is None else event.via)
-            if inner is scope:
-                yield event
+            if inner is not scope:
+                continue
+            if event.via is not None and self._in_a_loop_of_its_function(event.call):
+                continue  # a callee's own training loop (`train_one_epoch`): its iteration
+            yield event
+
+    def _in_a_loop_of_its_function(self, node: cst.CSTNode) -> bool:
+        """``node`` sits in an iteration loop of the function that holds it (a function
+        grafted under a call in a loop has that loop above its definition: it does not count)."""
+        for ancestor in self._index.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef | cst.Lambda):
+                return False
+            if ancestor in self._scopes and isinstance(ancestor, cst.For | cst.While):
+                return True
+        return False
 
     def _innermost_scope(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The innermost iteration scope around ``node``."""

@@ -84,9 +84,14 @@ class Facts:
         self._module = module
 
     def subject(self, node: cst.BaseExpression) -> str:
+        """The tested expression as text; a lookup of a literal key, ``args["fp16"]`` or
+        ``args['fp16']``, in one spelling (``args['fp16']``), so two tests of it compare."""
         name = dotted_name(node)
         if name is not None:
             return name
+        key = subscript_key(node)
+        if key is not None:
+            return f"{self.subject(node.value)}[{key!r}]"  # type: ignore[attr-defined]
         return self._module.code_for_node(node).strip()
 
     def of_test(self, test: cst.BaseExpression, holds: bool) -> frozenset[Fact]:
@@ -107,9 +112,20 @@ class Facts:
                     relation = _NEGATED[relation]
                 return frozenset({Fact(self.subject(test.left), relation, value)})
             return frozenset()
-        if isinstance(test, cst.Name | cst.Attribute | cst.Call):
+        if isinstance(test, cst.Name | cst.Attribute | cst.Call) or subscript_key(test) is not None:
             return frozenset({Fact(self.subject(test), "is", holds)})
         return frozenset()
+
+
+def subscript_key(node: cst.BaseExpression) -> str | None:
+    """``fp16`` of ``args["fp16"]`` (a flag read from a dict of options), else None."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return None
+    index = node.slice[0].slice
+    if not isinstance(index, cst.Index):
+        return None
+    value = _constant(index.value)
+    return value if isinstance(value, str) else None
 
 
 _RELATIONS: dict[type, str] = {
@@ -143,8 +159,9 @@ def _contradict(a: Fact, b: Fact) -> bool:
 
 
 def _flag(subject: str) -> str:
-    """``fp16`` of ``self.args.fp16``."""
-    return subject.rpartition(".")[2]
+    """``fp16`` of ``self.args.fp16`` and of ``args['fp16']``."""
+    keyed = re.fullmatch(r".*\[['\"](\w+)['\"]\]", subject)
+    return keyed.group(1) if keyed else subject.rpartition(".")[2]
 
 
 class PathFacts:

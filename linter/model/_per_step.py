@@ -31,7 +31,10 @@ Guards change the answer only when they make the code periodic or one-off:
 - A loop over a collection (``.items()``, ``.parameters()``, ``param_groups``, scalers) is not a
   step loop; the loop around it decides.
 - An early ``return``/``continue``/``break`` under a periodic test (``if step % n != 0: return``,
-  ``if not should_log: continue``) guards the rest of its block.
+  ``if not should_log: continue``) guards the rest of its block. So does one on a predicate
+  method of the object, recognised by shape, not name (``if not self.should_update_logs(state):
+  return``): when this module defines it, only if it returns a periodic or one-off test; when it
+  is inherited from elsewhere, its period is unknown and the rest is not counted per step.
 
 Only the guarded call matters: ``scale = scaler.get_scale()`` followed by
 ``if step % 100 == 0: print(scale)`` still reads every step.
@@ -47,7 +50,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._dotted_names import dotted_name, last_part
-from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex
+from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants
 
 #: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
 LIGHTNING_PER_STEP_HOOKS = frozenset(
@@ -574,13 +577,50 @@ class PerStepAnalysis:
             # would otherwise rescan the body for each of them (quadratic).
             positions = {statement: rank for rank, statement in enumerate(block.body)}
             first = next(
-                (rank for rank, statement in enumerate(block.body) if _is_exit_guard(statement)),
+                (
+                    rank
+                    for rank, statement in enumerate(block.body)
+                    if _is_exit_guard(statement) or self._is_predicate_gate(statement)
+                ),
                 None,
             )
             self._exit_guards[block] = (positions, first)
         positions, first = self._exit_guards[block]
         rank = positions.get(child)
         return first is not None and rank is not None and first < rank
+
+    def _is_predicate_gate(self, statement: cst.CSTNode) -> bool:
+        """``if not self.should_update_logs(state): return``: an early exit on a predicate
+        method of the object. When this module defines the method, it gates the rest only if
+        it returns a periodic or one-off test (``return state.global_step % self.every == 0``);
+        a method inherited from elsewhere is a gate whose period is not known (stay silent)."""
+        if not (isinstance(statement, cst.If) and exits(statement.body)):
+            return False
+        test = statement.test
+        if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+            return False
+        call = test.expression
+        if not isinstance(call, cst.Call):
+            return False
+        name = dotted_name(call.func)
+        if name is None or not name.startswith("self.") or name.count(".") != 1:
+            return False
+        method = last_part(name)
+        defined = [
+            function
+            for function in self._index.nodes(cst.FunctionDef)
+            if function.name.value == method  # type: ignore[attr-defined]
+        ]
+        if not defined:
+            return True
+        return any(
+            isinstance(node, cst.Return)
+            and node.value is not None
+            and (guard := classify_guard(node.value)) is not None
+            and guard.fires_when_true
+            for function in defined
+            for node in descendants(function)
+        )
 
     def _hook(self, function: cst.FunctionDef) -> str | None:
         cls = self._index.enclosing_class(function.body)

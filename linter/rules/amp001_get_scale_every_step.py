@@ -114,7 +114,9 @@ class GetScaleEveryStep(Rule):
 
     Not reported: a read under a periodic guard (`if step % log_every == 0:`,
     `if self.control.should_log:`, a wall-clock check, an early `return`/`continue` on the off
-    steps), a read on the error path of a non-finite check (`if torch.isnan(grad_norm):` — it
+    steps, an early return on a predicate method — `if not self.should_update_logs(state):
+    return` — that this file defines as a periodic test or that is inherited), a read on the
+    error path of a non-finite check (`if torch.isnan(grad_norm):` — it
     runs on the rare overflow steps only), a read that runs once (`if step == 0:`, before or
     after the loop, in a loop over epochs, in `train()` beside the loop that steps the scaler,
     `on_train_epoch_end`), a loop over a collection (`.items()`, `.parameters()`,

@@ -11,8 +11,10 @@ import libcst as cst
 from linter._fix import SAFE, UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._bindings import Bindings, bindings
+from linter.model._callable_aliases import AliasCalls, alias_calls
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import ModuleIndex, module_index
+from linter.model._version_guards import old_torch_arm
 
 #: Constructors that take the device first in ``torch.amp``: the new call is
 #: ``torch.amp.<name>("<device>", <old positional args as keywords>, ...)``.
@@ -47,9 +49,28 @@ DEPRECATED: Mapping[str, Replacement] = {
     "torch.cuda.amp.custom_fwd": Replacement("cuda", DEVICE_KEYWORD, ("fwd",)),
     "torch.cuda.amp.custom_bwd": Replacement("cuda", DEVICE_KEYWORD, ("bwd",)),
 }
+#: The submodules that define them (``from torch.cuda.amp.grad_scaler import GradScaler``,
+#: ``torch.cuda.amp.autocast_mode.autocast``): the same shims under their defining module.
+_SUBMODULES = {
+    "GradScaler": "grad_scaler",
+    "autocast": "autocast_mode",
+    "custom_fwd": "autocast_mode",
+    "custom_bwd": "autocast_mode",
+}
+DEPRECATED = {
+    **DEPRECATED,
+    **{
+        f"{name.rpartition('.')[0]}.{_SUBMODULES[last]}.{last}": spec
+        for name, spec in DEPRECATED.items()
+        if (last := name.rpartition(".")[2]) in _SUBMODULES
+    },
+}
 
 #: The deprecated modules, and the modules that hold them (``from torch.cuda import amp``).
-_MODULES = frozenset({"torch.cuda.amp", "torch.cpu.amp"})
+_MODULES = frozenset(
+    {"torch.cuda.amp", "torch.cpu.amp"}
+    | {f"torch.{device}.amp.{sub}" for device in ("cuda", "cpu") for sub in _SUBMODULES.values()}
+)
 _PARENTS = frozenset({"torch.cuda", "torch.cpu"})
 
 #: A call that changes the default autocast dtype: ``torch.amp.autocast("cuda")`` follows it,
@@ -74,12 +95,26 @@ class Use:
     call: cst.Call | None
     #: The decorator it is (bare, ``@custom_fwd``), if any.
     decorator: cst.Decorator | None
+    #: The name it is bound to and that name's calls (``ac = torch.cuda.amp.autocast`` then
+    #: ``with ac():``), when it is not called where written.
+    alias: AliasCalls | None = None
 
     @property
     def invoked(self) -> bool:
-        """Called or applied as a decorator: what warns. A plain reference does not (dynamo's
-        ``func is torch.cuda.amp.autocast``, an annotation, an ``isinstance`` check)."""
-        return self.call is not None or self.decorator is not None
+        """Called or applied as a decorator, here or through a name bound to it: what warns.
+        A plain reference does not (dynamo's ``func is torch.cuda.amp.autocast``, an
+        annotation, an ``isinstance`` check)."""
+        return self.call is not None or self.decorator is not None or self.warns_at is not None
+
+    @property
+    def warns_at(self) -> cst.Call | None:
+        """The first call of the name it is bound to (a partial of it counts once bound)."""
+        return self.alias.calls[0] if self.alias is not None and self.alias.calls else None
+
+    @property
+    def site(self) -> cst.CSTNode:
+        """Where it is reported: the call that warns, else the reference."""
+        return self.call or self.warns_at or self.expression
 
 
 def _head(node: cst.BaseExpression) -> cst.Name:
@@ -126,7 +161,7 @@ def _chains(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.CSTNode | 
     return found
 
 
-def _uses(module: cst.Module, aliases: ImportAliases) -> list[Use]:
+def _uses(module: cst.Module, aliases: ImportAliases, index: ModuleIndex) -> list[Use]:
     uses = []
     for expression, parent in _chains(module):
         qualified = aliases.qualify(dotted_name(expression) or "")
@@ -136,7 +171,8 @@ def _uses(module: cst.Module, aliases: ImportAliases) -> list[Use]:
         decorator = (
             parent if isinstance(parent, cst.Decorator) and parent.decorator is expression else None
         )
-        uses.append(Use(expression, qualified, call, decorator))
+        alias = alias_calls(index, expression) if call is None and decorator is None else None
+        uses.append(Use(expression, qualified, call, decorator, alias))
     return uses
 
 
@@ -178,13 +214,15 @@ def _new_args(call: cst.Call | None, spec: Replacement) -> tuple[cst.Arg, ...] |
 
 
 def _without_device(expression: cst.BaseExpression) -> cst.BaseExpression:
-    """``torch.cuda.amp.X`` -> ``torch.amp.X`` (the ``.cuda``/``.cpu`` step removed)."""
+    """``torch.cuda.amp.X`` (or ``torch.cuda.amp.grad_scaler.X``) -> ``torch.amp.X``: the
+    ``.cuda``/``.cpu`` step and any submodule removed, the root spelling kept (``th.amp.X``)."""
     assert isinstance(expression, cst.Attribute)
-    amp = expression.value
-    assert isinstance(amp, cst.Attribute)
-    device = amp.value
-    assert isinstance(device, cst.Attribute)
-    return expression.with_changes(value=amp.with_changes(value=device.value))
+    node = expression.value
+    while isinstance(node, cst.Attribute) and node.attr.value not in ("cuda", "cpu"):
+        node = node.value
+    assert isinstance(node, cst.Attribute)
+    amp = cst.Attribute(value=node.value, attr=cst.Name("amp"))
+    return expression.with_changes(value=amp)
 
 
 def _replacement(use: Use, func: cst.BaseExpression) -> tuple[cst.CSTNode, cst.CSTNode] | None:
@@ -231,8 +269,11 @@ def _import_edits(statement: cst.Import | cst.ImportFrom) -> list[_ImportEdit] |
     return edits or None
 
 
-#: Text that shows a branch already uses the current API.
-_CURRENT_API = re.compile(r"\btorch\.amp\b|\btorch\.autocast\b")
+#: Text that shows a branch already uses the current API: ``torch.amp``, ``torch.autocast``,
+#: ``torch.GradScaler``, ``from torch import GradScaler``.
+_CURRENT_API = re.compile(
+    r"\btorch\.(amp|autocast|GradScaler)\b|\bfrom\s+torch\s+import\b[^\n]*\b(autocast|GradScaler)\b"
+)
 
 
 class CompatFallbacks:
@@ -253,6 +294,12 @@ class CompatFallbacks:
             for other in _alternatives(parent, child):
                 if _CURRENT_API.search(self._context.module.code_for_node(other)):
                     return True
+            if (
+                isinstance(parent, cst.If | cst.IfExp)
+                and child is not parent.test
+                and old_torch_arm(parent.test) == ("body" if child is parent.body else "orelse")
+            ):
+                return True  # `if torch_version < (1, 10): <deprecated>`
             child = parent
         return False
 
@@ -283,14 +330,22 @@ class DeprecatedAmpApi(Rule):
     reported. A spelled-out `torch.cuda.amp.autocast(...)` is reported where it is called; a name
     imported from the deprecated module (`from torch.cuda.amp import autocast`, `import
     torch.cuda.amp as amp`) is reported once, at the import, with its uses as related lines,
-    because the import and every use must change together.
+    because the import and every use must change together. The defining submodules
+    (`torch.cuda.amp.grad_scaler.GradScaler`, `torch.cuda.amp.autocast_mode.autocast`) are the
+    same shims. A name bound to a deprecated class (`ac = torch.cuda.amp.autocast`,
+    `ctx = torch.cuda.amp.autocast if amp else nullcontext`, `functools.partial(
+    torch.cuda.amp.autocast, dtype=...)`) is reported where that name is called, which is
+    where the warning comes from; no fix is offered for it.
 
     Not reported: a plain reference that calls nothing (`func is torch.cuda.amp.autocast`, as
     torch's own dynamo does; an annotation), an import that is never called, and a compatibility
     fallback for old torch whose other branch already uses the current API — the `else` of
     `if torch_version >= 2.3: torch.amp.GradScaler("cuda")`, the conditional expression
     `torch.amp.GradScaler(device=d) if NEW else torch.cuda.amp.GradScaler()`, the `except` of a
-    `try` that calls `torch.amp.GradScaler` (accelerate, Lightning and timm ship exactly these).
+    `try` that calls `torch.amp.GradScaler` or imports `from torch import GradScaler`
+    (accelerate, Lightning and timm ship exactly these), and the old-torch arm of a version test
+    (`if TORCH_VERSION < (1, 10):`, `if version.parse(torch.__version__) >= version.parse("2.4"):
+    ... else: <old>`, `if is_torch_version("<", "2.4"):`); neither is ever rewritten by the fix.
 
     ## Why is this bad?
     Since torch 2.4 these names are thin deprecated shims over `torch.amp` and every call emits a
@@ -508,7 +563,7 @@ def make_scaler(config):
             name == "torch" or name.startswith("torch.") for name in aliases.aliases.values()
         ):
             return
-        uses = _uses(context.module, aliases)
+        uses = _uses(context.module, aliases, index)
         if not imports and not uses:
             return
         scopes = bindings(index)
@@ -523,8 +578,9 @@ def make_scaler(config):
                 if not use.invoked or fallbacks.covers(use.call or use.expression):
                     continue
                 yield Finding(
-                    use.call or use.expression,
-                    _message(use.qualified),
+                    use.site,
+                    _message(use.qualified) + _through(use, context),
+                    related=_bound_here(use),
                     fix=self._direct_fix(use, applicability),
                 )
                 continue
@@ -549,7 +605,9 @@ def make_scaler(config):
                 )
             ):
                 # e.g. ``from torch import cuda`` ... ``cuda.amp.autocast()``
-                yield Finding(use.call or use.expression, _message(use.qualified))
+                yield Finding(
+                    use.site, _message(use.qualified) + _through(use, context), _bound_here(use)
+                )
         for statement, names in imports.items():
             assert isinstance(statement, (cst.Import, cst.ImportFrom))
             group = through_import[statement]
@@ -560,7 +618,7 @@ def make_scaler(config):
                 if _reexported(context, statement)
                 else self._group_fix(statement, group, scopes, applicability)
             )
-            related = tuple((use.call or use.expression, "used here") for use in group)
+            related = tuple((use.site, "used here") for use in group)
             yield Finding(statement, _import_message(names), related=related, fix=fix)
 
     @staticmethod
@@ -638,6 +696,21 @@ def _reexported(context: ModuleContext, statement: cst.Import | cst.ImportFrom) 
         for alias in names
         for quote in "\"'"
     )
+
+
+def _through(use: Use, context: ModuleContext) -> str:
+    """`` (called as `ac()`, bound at line 3)`` for a use reached through a name."""
+    if use.warns_at is None or use.alias is None:
+        return ""
+    line = context.position(use.alias.binding).start.line
+    how = "a partial of it bound" if use.alias.partial else "bound"
+    return f" (called as `{use.alias.name}()`, {how} at line {line})"
+
+
+def _bound_here(use: Use) -> tuple[tuple[cst.CSTNode, str], ...]:
+    if use.warns_at is None or use.alias is None:
+        return ()
+    return ((use.alias.binding, f"`{use.alias.name}` bound here"),)
 
 
 def _applicability(use: Use, applicability: str) -> str:

@@ -19,6 +19,10 @@ from linter.model._scaler_receivers import GRAD_SCALER_CLASS_NAMES, GRAD_SCALER_
 #: (``with amp.scale_loss(loss, opt) as scaled_loss: scaled_loss.backward()``).
 _SCALING_METHODS = frozenset({"scale", "scale_loss"})
 
+#: Tensor methods whose result is as scaled as their input (linear in it): a scaled loss
+#: reduced with one of them is still scaled.
+_LINEAR_REDUCTIONS = frozenset({"mean", "sum", "float", "squeeze", "reshape", "view"})
+
 #: Events that consume or clear the gradients a backward left: once one of them always runs
 #: between a plain backward and a ``scaler.step``, the step no longer sees those gradients.
 _GRADIENT_SINKS = (Kind.OPTIMIZER_STEP, Kind.ZERO_GRAD)
@@ -609,6 +613,7 @@ class _Query:
         return any(self._is_scaled(part, backward.call) for part in parts)
 
     def _is_scaled(self, tensor: cst.BaseExpression, call: cst.Call) -> bool:
+        tensor = _reduced_from(tensor)
         if _is_scaling_call(tensor):
             return True
         name = dotted_name(tensor)
@@ -770,6 +775,27 @@ def _backpropagated(call: cst.Call) -> cst.BaseExpression | None:
         if arg.keyword is None or arg.keyword.value == "tensors":
             return arg.value
     return None
+
+
+def _reduced_from(tensor: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``tensor`` reduces or rescales: ``loss`` of ``loss.mean()``, ``loss.sum() / n``,
+    ``(loss * w).mean()``. Such a tensor is scaled when that one is (the reductions are
+    linear): ``loss = scaler.scale(loss)`` then ``loss.mean().backward()``."""
+    while True:
+        if (
+            isinstance(tensor, cst.Call)
+            and isinstance(tensor.func, cst.Attribute)
+            and tensor.func.attr.value in _LINEAR_REDUCTIONS
+        ):
+            tensor = tensor.func.value
+        elif isinstance(tensor, cst.BinaryOperation) and isinstance(
+            tensor.operator, cst.Divide | cst.Multiply
+        ):
+            if _is_scaling_call(tensor):
+                return tensor
+            tensor = tensor.left
+        else:
+            return tensor
 
 
 def _bare(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -54,8 +54,10 @@ class GradScalerWithFp16Params(Rule):
 
     Not reported — the optimizer steps fp32 parameters, or no GradScaler touches fp16 ones:
 
-    - adapter training: peft/LoRA (`get_peft_model`, `prepare_model_for_kbit_training`,
-      `add_adapter`, `LoraConfig`; peft upcasts adapters to fp32), a 4/8-bit load;
+    - adapter training: peft/LoRA applied to that model (`get_peft_model(model, ...)`,
+      `prepare_model_for_kbit_training(model)`, `unet.add_adapter(...)`; peft upcasts adapters
+      to fp32), a 4/8-bit load. An `import peft` or a `LoraConfig` that is never applied to the
+      model, or is applied to another one, does not count;
     - trainable parameters cast back: `cast_training_params(model, dtype=torch.float32)`,
       `p.data = p.data.float()`, `model.head.float()`, `model.to(torch.float32)`;
     - fp32 master weights: an optimizer over `[p.detach().clone().float() for p in ...]`;
@@ -378,8 +380,6 @@ def main(cfg):
         trainables = Fp32Trainables(
             context.source, analysis.index, analysis.origins, analysis.paths
         )
-        if trainables.adapters:
-            return
         reported: set[cst.CSTNode] = set()
         for site in analysis.sites(loss_scaling_only=True):
             origin = site.origin.node

@@ -43,6 +43,11 @@ def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:
         ("if args.bf16:\n    a()\nif self.args.fp16_full_eval:\n    b()\n", True),
         ("if args.bf16:\n    a()\nif args.deepspeed:\n    b()\n", False),
         ("if not x:\n    a()\nif x and y:\n    b()\n", True),
+        # Flags read from a dict of options, in either quoting, are flags like attributes.
+        ("if args['fp16']:\n    a()\nif not args[\"fp16\"]:\n    b()\n", True),
+        ("if cfg['bf16']:\n    a()\nif cfg['fp16']:\n    b()\n", True),
+        ("if cfg['fp16']:\n    a()\nif not cfg['amp']:\n    b()\n", False),
+        ("if cfg[key]:\n    a()\nif not cfg[key]:\n    b()\n", False),
         ("if not (x or y):\n    a()\nif y:\n    b()\n", True),
         ("if x or y:\n    a()\nif not y:\n    b()\n", False),
         ("assert not (u and v)\nif u:\n    a()\nif v:\n    b()\n", True),
@@ -65,6 +70,11 @@ def test_exclusive(source: str, exclusive: bool) -> None:
 def test_conditions_of_an_elif_arm() -> None:
     paths, calls = facts_of("if x:\n    pass\nelif p == 'fp16':\n    a()\n")
     assert paths.conditions(calls["a"]) == {Fact("x", "is", False), Fact("p", "==", "fp16")}
+
+
+def test_a_dict_flag_is_one_subject_whatever_the_quotes() -> None:
+    paths, calls = facts_of('if not opts["use_amp"]:\n    a()\n')
+    assert paths.conditions(calls["a"]) == {Fact("opts['use_amp']", "is", False)}
 
 
 def test_extra_facts_of_a_switch_contradict_a_branch() -> None:

@@ -553,3 +553,45 @@ def test_calls_on_another_object_are_not_calls_of_the_method_of_this_class() -> 
         "def fit(self, loader):", "def fit(self, loader):\n            self.task = Trainer()"
     )
     assert lines(bound) == [8]
+
+
+# -- issue 20: an early return on a predicate method gates the rest of a per-step hook --------
+
+_PREDICATE_HOOK = """
+from transformers import TrainerCallback
+
+
+class Logger({base}):
+    def __init__(self, scaler):
+        self.scaler = scaler
+{predicate}
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self.{method}(state):
+            return
+        print(self.scaler.get_scale())
+"""
+
+
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [
+        ("should_update_logs", "return state.global_step % 100 == 0"),
+        ("time_for_a_report", "return state.global_step % self.every == 0"),
+        ("first_step", "return state.global_step == 0"),
+    ],
+)
+def test_a_periodic_predicate_defined_here_gates_the_read(method: str, body: str) -> None:
+    predicate = f"\n    def {method}(self, state):\n        {body}\n"
+    source = _PREDICATE_HOOK.format(base="TrainerCallback", predicate=predicate, method=method)
+    assert lines(source) == []
+
+
+def test_an_inherited_predicate_is_a_gate_of_unknown_period() -> None:
+    source = _PREDICATE_HOOK.format(base="ReportingCallback", predicate="", method="due")
+    assert lines(source) == []
+
+
+def test_a_configuration_predicate_defined_here_gates_nothing() -> None:
+    predicate = "\n    def active(self, state):\n        return self.scaler.is_enabled()\n"
+    source = _PREDICATE_HOOK.format(base="TrainerCallback", predicate=predicate, method="active")
+    assert lines(source) == [15]

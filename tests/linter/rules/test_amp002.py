@@ -674,3 +674,33 @@ class Runner:
         self.model = build().to(torch.bfloat16)
 """
     assert lines(source) == expected
+
+
+# -- issue 20: a component of a bf16 pipeline or model -------------------------------------------
+
+_COMPONENT = """
+import torch
+from diffusers import DiffusionPipeline
+
+pipe = DiffusionPipeline.from_pretrained("ckpt", torch_dtype=torch.bfloat16)
+{setup}
+{part} = pipe.{component}
+optimizer = torch.optim.AdamW({part}.parameters())
+scaler = torch.amp.GradScaler("cuda")
+for batch in loader:
+    scaler.scale({part}(batch).mean()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize(("part", "component"), [("transformer", "transformer"), ("net", "unet")])
+def test_a_component_of_a_bf16_pipeline_is_bf16(part: str, component: str) -> None:
+    source = _COMPONENT.format(setup="", part=part, component=component)
+    assert lines(source) == [9]
+
+
+def test_a_component_replaced_before_it_is_taken_is_not_the_pipelines() -> None:
+    setup = 'pipe.unet = UNet2DConditionModel.from_pretrained("ckpt", subfolder="unet")'
+    source = _COMPONENT.format(setup=setup, part="net", component="unet")
+    assert lines(source) == []

@@ -343,3 +343,115 @@ def test_fixed_example_runs_on_cpu_without_deprecation_warnings(tmp_path) -> Non
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("eval loss")
+
+
+# -- issue 20: old-torch branches, submodule spellings, names bound to the deprecated classes --
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "version.parse(torch.__version__) < version.parse('2.4')",
+        "TORCH_VERSION < (1, 10)",
+        "torch_ver <= '2.3'",
+        "(2, 4) > installed_torch_version",
+        "is_torch_version('<', '2.4')",
+        "not is_torch_greater_or_equal('2.4')",
+    ],
+)
+def test_the_old_torch_arm_of_a_version_test_is_not_reported(test: str) -> None:
+    source = f"""\
+    import torch
+    if {test}:
+        scaler = torch.cuda.amp.GradScaler()
+    else:
+        scaler = make_scaler()
+    """
+    assert lines(source) == []
+
+
+@pytest.mark.parametrize(
+    "test",
+    ["version.parse(torch.__version__) >= version.parse('2.4')", "is_torch_version('>=', '2.4')"],
+)
+def test_the_new_torch_arm_of_a_version_test_is_reported(test: str) -> None:
+    source = f"""\
+    import torch
+    if {test}:
+        scaler = torch.cuda.amp.GradScaler()
+    else:
+        scaler = make_scaler()
+    """
+    assert lines(source) == [3]
+
+
+def test_the_safe_fix_leaves_the_old_torch_branch_alone() -> None:
+    source = """\
+    import torch
+    if TORCH_VERSION < (2, 4):
+        scaler = torch.cuda.amp.GradScaler()
+    else:
+        scaler = torch.GradScaler("cuda")
+    with torch.cuda.amp.autocast():
+        pass
+    """
+    assert lines(source) == [6]
+    after = fixed(source)
+    assert "scaler = torch.cuda.amp.GradScaler()" in after
+    assert 'with torch.amp.autocast("cuda"):' in after
+
+
+def test_an_import_fallback_from_torch_is_not_reported() -> None:
+    source = """\
+    try:
+        from torch import GradScaler
+    except ImportError:
+        from torch.cuda.amp import GradScaler
+    scaler = GradScaler("cuda")
+    """
+    assert lines(source) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "after"),
+    [
+        (
+            "from torch.cuda.amp.grad_scaler import GradScaler\ns = GradScaler()\n",
+            'from torch.amp import GradScaler\ns = GradScaler("cuda")\n',
+        ),
+        (
+            "import torch as th\nwith th.cuda.amp.autocast_mode.autocast(True):\n    pass\n",
+            'import torch as th\nwith th.amp.autocast("cuda", enabled=True):\n    pass\n',
+        ),
+        (
+            "import torch\ns = torch.cpu.amp.grad_scaler.GradScaler()\n",
+            'import torch\ns = torch.amp.GradScaler("cpu")\n',
+        ),
+    ],
+)
+def test_submodule_spellings_are_reported_and_fixed(source: str, after: str) -> None:
+    assert len(lines(source)) == 1
+    assert fixed(source) == after
+
+
+@pytest.mark.parametrize(
+    ("binding", "call"),
+    [
+        ("ac = torch.cuda.amp.autocast", "ac()"),
+        ("amp_ctx = torch.cuda.amp.autocast if use_amp else contextlib.nullcontext", "amp_ctx()"),
+        ("fp16 = functools.partial(torch.cuda.amp.autocast, dtype=torch.float16)", "fp16()"),
+    ],
+)
+def test_a_name_bound_to_the_deprecated_class_is_reported_where_called(
+    binding: str, call: str
+) -> None:
+    source = f"import contextlib, functools, torch\n{binding}\n\n\nwith {call}:\n    pass\n"
+    assert lines(source) == [5]
+    (diagnostic,) = lint_source(source, select=["AMP004"])
+    assert f"called as `{call}`" in diagnostic.message
+    assert "line 2" in diagnostic.message
+    assert diagnostic.fix is None  # the binding and its calls would have to change together
+
+
+def test_a_name_bound_to_the_deprecated_class_but_never_called_is_not_reported() -> None:
+    assert lines("import torch\nLEGACY = torch.cuda.amp.autocast\nok = f is LEGACY\n") == []

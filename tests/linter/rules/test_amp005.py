@@ -276,3 +276,55 @@ for case in cases:
         "import torch\n", 'import torch\nscaler = torch.amp.GradScaler("cpu")\n'
     )
     assert lines(shared) == [8]
+
+
+# -- issue 20: a function called once per epoch is not an iteration; dict entries as steps ----
+
+
+@pytest.mark.parametrize(
+    ("helper", "entries"),
+    [
+        ("scan_pessimistic_batches_for_oom", "batches.items()"),
+        ("probe_memory", "probe_batches.values()"),
+    ],
+)
+def test_an_epoch_loop_calling_a_training_function_is_no_loop_over_optimizers(
+    helper: str, entries: str
+) -> None:
+    source = f"""
+        import torch
+
+        def {helper}(model, loader, optimizer):
+            probe_batches = batches = {{"long": next(iter(loader))}}
+            for entry in {entries}:
+                model(entry).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        def train_one_epoch(model, loader, optimizer, scaler):
+            for batch in loader:
+                scaler.scale(model(batch)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+
+        def run(model, loader, optimizer, epochs):
+            scaler = torch.amp.GradScaler("cuda")
+            {helper}(model, loader, optimizer)
+            for epoch in range(epochs):
+                train_one_epoch(model, loader, optimizer, scaler)
+        """
+    assert lines(source) == []
+
+
+def test_a_dict_of_optimizers_is_still_a_loop_over_optimizers() -> None:
+    source = """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            scaler.scale(model(batch)).backward()
+            for name, opt in optimizers.items():
+                scaler.step(opt)
+                scaler.update()
+        """
+    assert lines(source) == [8]

@@ -660,3 +660,78 @@ def test_the_plain_backward_really_loses_the_penalty_on_cpu() -> None:
         sys.path.remove(str(EXAMPLES))
     lost, kept = bad.train(steps=60), clean.train(steps=60)
     assert lost > 1.5 * kept
+
+
+# -- issue 20: dict-lookup flags and a rebound scaled loss reduced before the backward -------
+
+
+@pytest.mark.parametrize("flag", ['args["fp16"]', "cfg['use_amp']", 'self.opts["half"]'])
+def test_dict_lookup_flags_are_exclusive_branches(flag: str) -> None:
+    source = f"""
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            loss = model(batch)
+            if {flag}:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            if {flag}:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+        """
+    assert lines(source) == []
+
+
+def test_dict_lookup_flags_of_different_keys_are_not_exclusive() -> None:
+    assert lines(
+        """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            loss = model(batch)
+            if opts["fp16"]:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            if opts["amp"]:
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    ) == [9]
+
+
+@pytest.mark.parametrize(
+    "backward",
+    ["loss.mean().backward()", "(loss.sum() / n).backward()", "loss.float().mean().backward()"],
+)
+def test_rebound_scaled_loss_reduced_is_scaled(backward: str) -> None:
+    source = f"""
+        def step(model, batch, optimizer, scaler=None):
+            loss = model(batch)
+            if scaler is not None:
+                loss = scaler.scale(loss)
+            {backward}
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    assert lines(source) == []
+    assert ".scale(" not in fixed(source).split("loss = scaler.scale(loss)")[1]
+
+
+def test_reduction_of_the_unscaled_name_is_still_reported() -> None:
+    source = """
+        import torch
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            per_sample = model(batch)
+            scaled = scaler.scale(per_sample)
+            per_sample.mean().backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    assert lines(source) == [7]
+    assert "scaler.scale(per_sample.mean()).backward()" in fixed(source)

@@ -556,3 +556,52 @@ def test_parameter_groups_built_from_the_model_lead_back_to_it(groups: str) -> N
     source = SCALER_LOOP.format(setup=setup).replace("model.parameters(), lr=1e-4", "groups")
     assert "AdamW(groups)" in source
     assert lines(source) == [4]
+
+
+# -- issue 20: only an adapter applied to the model silences the rule ---------------------------
+
+_FP16_TRAINING = """
+import torch
+from transformers import AutoModel
+{imports}
+
+def train(loader):
+    {model} = AutoModel.from_pretrained("base", torch_dtype=torch.float16)
+    {adapt}
+    optimizer = torch.optim.AdamW({model}.parameters(), lr=1e-4)
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        scaler.scale({model}(**batch).loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "adapt"),
+    [
+        ("import peft", "pass"),
+        ("from peft import LoraConfig", "config = LoraConfig(r=8)"),
+        ("from peft import get_peft_model", "head = get_peft_model(head, LoraConfig(r=8))"),
+    ],
+    ids=["unused-import", "config-only", "applied-to-another-model"],
+)
+def test_a_peft_import_or_config_not_applied_to_the_model_does_not_silence(
+    imports: str, adapt: str
+) -> None:
+    source = _FP16_TRAINING.format(imports=imports, adapt=adapt, model="encoder")
+    assert lines(source) == [7]
+
+
+@pytest.mark.parametrize(
+    "adapt",
+    [
+        "encoder = get_peft_model(encoder, LoraConfig(r=8))",
+        "encoder.add_adapter(LoraConfig(r=8))",
+        "trainable = [encoder]\n    cast_training_params(trainable, dtype=torch.float32)",
+    ],
+    ids=["get_peft_model", "add_adapter", "cast_training_params-of-a-list"],
+)
+def test_an_adapter_applied_to_the_model_silences(adapt: str) -> None:
+    source = _FP16_TRAINING.format(imports="from peft import *", adapt=adapt, model="encoder")
+    assert lines(source) == []

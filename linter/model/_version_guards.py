@@ -1,0 +1,92 @@
+"""Which arm of an ``if`` runs only on an old version: ``if torch_version < (1, 10):``,
+``if version.parse(torch.__version__) >= version.parse("2.4"): ... else: <old>``,
+``if is_torch_version("<", "2.4"):``, ``if not is_torch_greater_or_equal("2.4"):``.
+
+A deprecated API kept in such an arm is a compatibility fallback (AMP004 must neither report
+nor rewrite it). Read by shape: a comparison of something named ``*version*`` with a literal
+version (a string, a number, a tuple of them, or a ``parse("2.4")`` of one), or a
+``*version*`` / ``*greater*`` / ``*less*`` helper called with literal arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import libcst as cst
+
+from linter.model._dotted_names import words
+
+#: The arm of an ``if`` (or conditional expression): ``body`` or ``orelse``.
+Arm = Literal["body", "orelse"]
+
+#: Comparison operators that put the old version on the true side when the installed version
+#: is on the left (``installed < "2.4"``), and those that put it on the false side.
+_OLD_WHEN_TRUE = (cst.LessThan, cst.LessThanEqual)
+_OLD_WHEN_FALSE = (cst.GreaterThan, cst.GreaterThanEqual)
+
+
+def old_torch_arm(test: cst.BaseExpression) -> Arm | None:
+    """The arm of ``if <test>:`` that runs only on the old version, or None when the test is
+    no version guard (or its direction is unknown)."""
+    holds = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, holds = test.expression, not holds
+    old_when_true = _old_when_true(test)
+    if old_when_true is None:
+        return None
+    return "body" if old_when_true == holds else "orelse"
+
+
+def _old_when_true(test: cst.BaseExpression) -> bool | None:
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        left, right = test.left, target.comparator
+        if _is_literal_version(right) and _names_a_version(left):
+            installed_left = True
+        elif _is_literal_version(left) and _names_a_version(right):
+            installed_left = False
+        else:
+            return None
+        if isinstance(target.operator, _OLD_WHEN_TRUE):
+            return installed_left
+        if isinstance(target.operator, _OLD_WHEN_FALSE):
+            return not installed_left
+        return None
+    if isinstance(test, cst.Call) and test.args and all(_literal(a.value) for a in test.args):
+        name = " ".join(words(test.func)).lower()
+        first = test.args[0].value
+        if "version" in name and isinstance(first, cst.SimpleString):
+            operator = first.evaluated_value
+            if operator in ("<", "<="):
+                return True
+            if operator in (">", ">="):
+                return False
+        if "greater" in name or "newer" in name or "at_least" in name:
+            return False
+        if "less" in name or "older" in name or "lower" in name:
+            return True
+    return None
+
+
+def _names_a_version(node: cst.BaseExpression) -> bool:
+    """``torch.__version__``, ``TORCH_VERSION``, ``torch_ver``, ``parse(torch.__version__)``."""
+    return any(
+        "version" in word.lower() or "ver" in word.lower().split("_")
+        for word in words(node)
+        if word.isidentifier()
+    )
+
+
+def _is_literal_version(node: cst.BaseExpression) -> bool:
+    """``"2.4"``, ``2.4``, ``(1, 10)``, ``parse("2.4")``, ``Version("1.10.0")``."""
+    if isinstance(node, cst.Call):
+        return len(node.args) == 1 and _literal(node.args[0].value)
+    return _literal(node)
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.SimpleString | cst.Integer | cst.Float):
+        return True
+    if isinstance(node, cst.Tuple | cst.List):
+        return bool(node.elements) and all(_literal(e.value) for e in node.elements)
+    return False
