@@ -44,6 +44,8 @@ class ScaledGradientsObserved(Rule):
     - an overflow check: `torch.isfinite(p.grad).all()`, `math.isfinite(total_norm)` — inf and
       nan survive the scale, so these answer right on scaled gradients;
     - a norm only handed to a clip (`clip_grads_with_norm_(params, 1.0, total)`): AMP003's;
+    - a read in a function that also reads the scale (`scaler.get_scale()`), which may divide
+      it out; a gradient divided by the scale before the statistic is no read at all;
     - a norm assigned to a name nothing reads.
 
     ## Why is this bad?
@@ -293,6 +295,8 @@ class Trainer:
         if not any(event.kind is Kind.GRAD_READ for event in model.events):
             return
         unscalers = unscaling_calls(model, index)
+        # A function that reads the loss scale may divide it out (``norm / scaler.get_scale()``).
+        dividing = {index.enclosing_function(call) for call in index.calls_named(".get_scale")}
         found: dict[cst.Call, tuple[Event, Event, Iteration]] = {}
         covered: set[cst.Call] = set()
         for iteration in model.iterations:
@@ -300,7 +304,7 @@ class Trainer:
                 continue  # not an AMP iteration
             for read in iteration.of(Kind.GRAD_READ):
                 backward = _scaled_backward_before(index, iteration, read)
-                if backward is None:
+                if backward is None or index.enclosing_function(read.call) in dividing:
                     continue
                 if _unscaled_before(model, index, iteration, read, backward, unscalers):
                     covered.add(read.call)

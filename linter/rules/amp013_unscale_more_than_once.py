@@ -8,10 +8,14 @@ from collections.abc import Iterable, Iterator
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._dotted_names import dotted_name
+from linter.model._dotted_names import dotted_name, words
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model._module_index import ModuleIndex, module_index, walk
 from linter.model._scaler_identity import is_disabled, same_scaler
+
+#: Words of a test that reads GradScaler's per-optimizer record (``OptState.UNSCALED``,
+#: ``scaler._per_optimizer_states[id(opt)]["stage"]``).
+_STAGE_WORDS = frozenset({"OptState", "UNSCALED", "stage", "_per_optimizer_states"})
 
 
 class UnscaleMoreThanOnce(Rule):
@@ -34,7 +38,9 @@ class UnscaleMoreThanOnce(Rule):
 
     Not reported: an unscale at the accumulation boundary (under the same condition as the
     `update()`), unscales of two different optimizers (a GAN's `opt_d` and `opt_g`, a loop over
-    the optimizers), unscales in exclusive branches, a loop that `break`s after one pass, an
+    the optimizers), unscales in exclusive branches, an unscale under a test of the scaler's
+    per-optimizer stage (`if state["stage"] is not OptState.UNSCALED:`), a loop that `break`s
+    after one pass, an
     optimizer the linter cannot name (`optimizers[i]`), a scaler built `enabled=False` (its
     `unscale_` returns at once), and an `update()` written where the linter cannot see when it
     runs (another function, another file).
@@ -262,7 +268,11 @@ for batch in loader:
         index = module_index(context)
         reported: set[cst.Call] = set()
         for iteration in model.iterations:
-            unscales = [u for u in iteration.of(Kind.UNSCALE) if not is_disabled(index, u.scaler)]
+            unscales = [
+                u
+                for u in iteration.of(Kind.UNSCALE)
+                if not is_disabled(index, u.scaler) and not _checks_the_stage(model, u)
+            ]
             for unscale in unscales:
                 finding = _repeated_by_a_loop(model, index, iteration, unscale) or _unscaled_before(
                     iteration, unscale, unscales
@@ -321,6 +331,16 @@ def _unscaled_before(iteration: Iteration, unscale: Event, unscales: list[Event]
             reason = f"`unscale_({unscale.optimizer})` may already have run in this iteration"
             return _finding(unscale, reason, ((first.site, "first unscale_"),))
     return None
+
+
+def _checks_the_stage(model: TrainingIterations, unscale: Event) -> bool:
+    """An ``if`` around the unscale reads the scaler's per-optimizer stage (allennlp: ``if
+    optimizer_state["stage"] is not OptState.UNSCALED:``): it runs only when it may."""
+    for node in (unscale.call, unscale.site):
+        for statement, _arm in model.facts.arms(node):
+            if _STAGE_WORDS & set(words(statement.test)):
+                return True
+    return False
 
 
 def _updates(iteration: Iteration, unscale: Event) -> list[Event]:
