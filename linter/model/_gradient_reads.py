@@ -144,7 +144,6 @@ class GradientReads:
             and node.value == name
             and node is not targets[0].target
             and self._is_load(node)
-            and self._index.order.get(consumer, 0) <= self._rank(node)
         ]
         return any(self._consumer(use) is not None for use in uses)
 
@@ -188,13 +187,6 @@ class GradientReads:
         if isinstance(parent, cst.Arg) and parent.keyword is name:
             return False
         return not (isinstance(parent, cst.AssignTarget) and parent.target is name)
-
-    def _rank(self, node: cst.CSTNode) -> int:
-        for ancestor in (node, *self._index.ancestors(node)):
-            rank = self._index.order.get(ancestor)
-            if rank is not None:
-                return rank
-        return 0
 
 
 def gradient_loggers(index: ModuleIndex, aliases: ImportAliases) -> list[cst.Call]:
