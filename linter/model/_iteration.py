@@ -71,7 +71,16 @@ class Kind(enum.Enum):
 
 
 #: Words a function of another module must mention for its events to matter here.
-_EVENT_WORDS = ("backward", "step", "update", "unscale_", "clip_grad", "zero_grad")
+_EVENT_WORDS = (
+    "backward",
+    "step",
+    "update",
+    "unscale_",
+    "clip_grad",
+    "zero_grad",
+    ".grad",  # gradient reads: p.grad.norm(), add_histogram(name, p.grad, step)
+    "get_total_norm",
+)
 
 #: Events that mark where an optimizer step happens: they anchor iterations.
 STEP_KINDS = frozenset({Kind.SCALER_STEP, Kind.OPTIMIZER_STEP, Kind.UPDATE})

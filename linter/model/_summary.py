@@ -26,10 +26,11 @@ from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
-#: training-iteration events, scale reads, dtype casts and checkpoint loads, scalers, autocasts.
+#: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
+#: loads, scalers, autocasts.
 GRAFT_WORDS = (
     "backward",
     "step",
@@ -37,6 +38,8 @@ GRAFT_WORDS = (
     "unscale_",
     "clip_grad",
     "zero_grad",
+    ".grad",
+    "get_total_norm",
     "get_scale",
     "half",
     "float16",
