@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._dotted_names import dotted_name, words
+from linter.model._dotted_names import words
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model._module_index import ModuleIndex, module_index, walk
+from linter.model._loop_passes import breaks, loop_targets, loops_between, mentions, per_pass_names
+from linter.model._module_index import ModuleIndex, module_index
 from linter.model._scaler_identity import is_disabled, same_scaler
 
 #: Words of a test that reads GradScaler's per-optimizer record (``OptState.UNSCALED``,
@@ -289,13 +289,15 @@ def _repeated_by_a_loop(
     while the ``update()`` waits for a condition that changes from pass to pass."""
     if unscale.optimizer is None:
         return None
-    for loop in _loops_between(index, unscale.site, iteration.scope):
-        if _varies(unscale.optimizer, _targets(loop)) or _breaks(loop):
+    for loop in loops_between(index, unscale.site, iteration.scope):
+        if mentions(unscale.optimizer, loop_targets(loop)) or breaks(loop):
             return None
         if not any(loop in set(index.ancestors(u.site)) for u in _updates(iteration, unscale)):
             return _finding(unscale, "it runs in a loop inside the iteration (micro-batches?)", ())
     scope = iteration.scope
-    if not isinstance(scope, cst.For | cst.While) or _varies(unscale.optimizer, _targets(scope)):
+    if not isinstance(scope, cst.For | cst.While) or mentions(
+        unscale.optimizer, loop_targets(scope)
+    ):
         return None
     updates = [
         u
@@ -303,13 +305,13 @@ def _repeated_by_a_loop(
         if model.facts.precedes_in_source(unscale.site, u.site)
         and iteration.may_precede(unscale, u)
     ]
-    if not updates or _breaks(scope):
+    if not updates or breaks(scope):
         return None
-    varying = _targets(scope) | _assigned_in(index, scope)
+    varying = per_pass_names(index, scope)
     own = model.conditions(unscale)
     held = []
     for update in updates:
-        extra = [f for f in model.conditions(update) - own if _varies(f.subject, varying)]
+        extra = [f for f in model.conditions(update) - own if mentions(f.subject, varying)]
         if not extra:
             return None
         held.append(update)
@@ -345,57 +347,6 @@ def _checks_the_stage(model: TrainingIterations, unscale: Event) -> bool:
 
 def _updates(iteration: Iteration, unscale: Event) -> list[Event]:
     return [u for u in iteration.of(Kind.UPDATE) if same_scaler(u.scaler, unscale.scaler)]
-
-
-def _loops_between(
-    index: ModuleIndex, node: cst.CSTNode, scope: cst.CSTNode
-) -> Iterator[cst.CSTNode]:
-    for ancestor in index.ancestors(node):
-        if ancestor is scope or isinstance(ancestor, cst.FunctionDef | cst.Lambda):
-            return
-        if isinstance(ancestor, cst.For | cst.While):
-            yield ancestor
-
-
-def _targets(loop: cst.CSTNode) -> set[str]:
-    if not isinstance(loop, cst.For):
-        return set()
-    return {
-        name
-        for node in walk(loop.target)
-        if isinstance(node, cst.Name | cst.Attribute) and (name := dotted_name(node))
-    }
-
-
-def _assigned_in(index: ModuleIndex, loop: cst.CSTNode) -> set[str]:
-    """Names the loop body rebinds on each pass (``do_step = ...``, ``self.step += 1``)."""
-    names = set()
-    for node in index.nodes(cst.Assign) + index.nodes(cst.AugAssign):
-        if loop not in set(index.ancestors(node)):
-            continue
-        if isinstance(node, cst.Assign):
-            targets = [target.target for target in node.targets]
-        else:
-            targets = [node.target]  # type: ignore[attr-defined]
-        names |= {name for target in targets if (name := dotted_name(target))}
-    return names
-
-
-def _varies(text: str, names: set[str]) -> bool:
-    """``text`` mentions one of ``names`` (as a whole dotted word)."""
-    return any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) for name in names)
-
-
-def _breaks(loop: cst.CSTNode) -> bool:
-    """A ``break`` of this loop (not of a nested one): it may run once."""
-    stack = list(loop.body.children)  # type: ignore[attr-defined]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Break):
-            return True
-        if not isinstance(node, cst.For | cst.While | cst.FunctionDef | cst.Lambda | cst.ClassDef):
-            stack.extend(node.children)
-    return False
 
 
 def _finding(unscale: Event, reason: str, related: tuple[tuple[cst.CSTNode, str], ...]) -> Finding:
