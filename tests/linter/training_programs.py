@@ -95,6 +95,7 @@ STEP = (
     "scaler.update()",
     "optimizer.step()",
     "optimizer.zero_grad()",
+    "log(model.fc.weight.grad.norm())",
     "print(scaler.get_scale())",
     "scale = scaler.get_scale()",
     "log({'scale': self.grad_scaler.get_scale()})",
