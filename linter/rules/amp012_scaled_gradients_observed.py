@@ -44,8 +44,8 @@ class ScaledGradientsObserved(Rule):
     - an overflow check: `torch.isfinite(p.grad).all()`, `math.isfinite(total_norm)` — inf and
       nan survive the scale, so these answer right on scaled gradients;
     - a norm only handed to a clip (`clip_grads_with_norm_(params, 1.0, total)`): AMP003's;
-    - a read in a function that also reads the scale (`scaler.get_scale()`), which may divide
-      it out; a gradient divided by the scale before the statistic is no read at all;
+    - a read in a function that divides by the scale (`total / scaler.get_scale()`): unscaled
+      by hand; a gradient divided by the scale before the statistic is no read at all;
     - a norm assigned to a name nothing reads.
 
     ## Why is this bad?
@@ -295,8 +295,7 @@ class Trainer:
         if not any(event.kind is Kind.GRAD_READ for event in model.events):
             return
         unscalers = unscaling_calls(model, index)
-        # A function that reads the loss scale may divide it out (``norm / scaler.get_scale()``).
-        dividing = {index.enclosing_function(call) for call in index.calls_named(".get_scale")}
+        dividing = _dividing_by_the_scale(index)
         found: dict[cst.Call, tuple[Event, Event, Iteration]] = {}
         covered: set[cst.Call] = set()
         for iteration in model.iterations:
@@ -315,6 +314,22 @@ class Trainer:
         ):
             if call not in covered:
                 yield _finding(context, read, backward, iteration)
+
+
+def _dividing_by_the_scale(index: ModuleIndex) -> set[cst.CSTNode | None]:
+    """Functions that divide something by the scaler's scale (``norm / scaler.get_scale()``):
+    a read there may be unscaled by hand."""
+    found: set[cst.CSTNode | None] = set()
+    for call in index.calls_named(".get_scale"):
+        for ancestor in index.ancestors(call):
+            if isinstance(ancestor, cst.BinaryOperation) and isinstance(
+                ancestor.operator, cst.Divide
+            ):
+                found.add(index.enclosing_function(call))
+                break
+            if isinstance(ancestor, cst.BaseSmallStatement | cst.FunctionDef):
+                break
+    return found
 
 
 def _unscaled_before(
