@@ -7,7 +7,8 @@ The rules AMP003 and AMP005–AMP007 are small queries over the model built here
 
 - **Events** are the calls that matter, each with the scaler and optimizer it touches (as their
   dotted source text, ``self.scaler``, ``optimizer_g``): a scaled or plain backward, ``unscale_``,
-  a gradient clip, a scaler or optimizer step, ``update``, ``zero_grad``.
+  a gradient clip, a scaler or optimizer step, ``update``, ``zero_grad``, and a read of gradient
+  values that something looks at (``p.grad.norm()`` logged, `linter.model._gradient_reads`).
 - **An iteration** is the region that runs once per optimizer step: the innermost loop around a
   step (``scaler.step``, ``optimizer.step()``, ``update``) that is not a loop over optimizers,
   models or parameters, or — without such a loop — the function that makes the step (a
@@ -37,6 +38,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._gradient_reads import gradient_reads
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, PathFacts, path_facts
 from linter.model._per_step import TRAVERSED_COLLECTIONS
@@ -63,10 +65,22 @@ class Kind(enum.Enum):
     UPDATE = "update"
     #: ``optimizer.zero_grad()`` / ``model.zero_grad()``.
     ZERO_GRAD = "zero_grad"
+    #: A look at gradient values whose result is used: ``p.grad.norm()``, ``get_total_norm``,
+    #: a histogram of ``p.grad`` (see `linter.model._gradient_reads`).
+    GRAD_READ = "gradient read"
 
 
 #: Words a function of another module must mention for its events to matter here.
-_EVENT_WORDS = ("backward", "step", "update", "unscale_", "clip_grad", "zero_grad")
+_EVENT_WORDS = (
+    "backward",
+    "step",
+    "update",
+    "unscale_",
+    "clip_grad",
+    "zero_grad",
+    ".grad",  # gradient reads: p.grad.norm(), add_histogram(name, p.grad, step)
+    "get_total_norm",
+)
 
 #: Collections whose elements are parts of one step (``for opt in optimizers:``).
 _PER_ELEMENT = re.compile(r"optimi[sz]ers|optims|scalers|models|losses", re.I)
@@ -192,6 +206,7 @@ class TrainingIterations:
         self.facts = path_facts(index)
         self._optimizers = self._optimizer_names()
         self._scaled = self._scaled_loss_names()
+        self._reads = gradient_reads(index, self.aliases, CLIP_FUNCTIONS)
         #: Every event written in the module, in source order.
         self.events: list[Event] = [e for call in index.nodes(cst.Call) for e in self._event(call)]
         self._by_call = {event.call: event for event in self.events}
@@ -221,6 +236,10 @@ class TrainingIterations:
             name is not None and self.aliases.qualify(name) == "torch.autograd.backward"
         ):
             yield Event(Kind.BACKWARD, call)
+            return
+        if self._reads.reads(call):
+            if self._reads.observed(call):
+                yield Event(Kind.GRAD_READ, call)
             return
         if not isinstance(func, cst.Attribute):
             return

@@ -30,7 +30,8 @@ from linter.model._scaler_receivers import scaler_receivers
 SUMMARY_FORMAT = 2
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
-#: training-iteration events, scale reads, dtype casts and checkpoint loads, scalers, autocasts.
+#: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
+#: loads, scalers, autocasts.
 GRAFT_WORDS = (
     "backward",
     "step",
@@ -38,6 +39,8 @@ GRAFT_WORDS = (
     "unscale_",
     "clip_grad",
     "zero_grad",
+    ".grad",
+    "get_total_norm",
     "get_scale",
     "half",
     "float16",

@@ -13,6 +13,8 @@ from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
 from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
 from linter.rules.amp010_grad_scaler_with_bf16_autocast import GradScalerWithBf16Autocast
+from linter.rules.amp012_scaled_gradients_observed import ScaledGradientsObserved
+from linter.rules.amp013_unscale_more_than_once import UnscaleMoreThanOnce
 from linter.rules.amp014_precision_managed_twice import PrecisionManagedTwice
 from linter.rules.amp100_unused_noqa import UnusedNoqa
 
@@ -28,6 +30,8 @@ ALL_RULES: tuple[type[Rule], ...] = (
     GradScalerWithFp16Params,
     GradScalerPerStep,
     GradScalerWithBf16Autocast,
+    ScaledGradientsObserved,
+    UnscaleMoreThanOnce,
     PrecisionManagedTwice,
     UnusedNoqa,
 )
@@ -43,7 +47,9 @@ __all__ = [
     "GradScalerWithBf16Autocast",
     "GradScalerWithFp16Params",
     "PrecisionManagedTwice",
+    "ScaledGradientsObserved",
     "StepBypassesScaler",
+    "UnscaleMoreThanOnce",
     "UnusedNoqa",
     "UpdateNotOncePerIteration",
 ]

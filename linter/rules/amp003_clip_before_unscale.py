@@ -13,11 +13,7 @@ from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model._module_index import ModuleIndex, module_index
-
-#: Calls that unscale without being ``<scaler>.unscale_(...)``: a trainer's or wrapper's own
-#: ``unscale_gradients()``, ``_unscale_grads()``... A call of one before the clip, even of a
-#: method defined in another module, may unscale the gradients first.
-_UNSCALES_BY_NAME = re.compile(r"unscale", re.IGNORECASE)
+from linter.model._unscaling import may_run_before, unscaling_calls
 
 #: Receivers of Accelerate's ``backward(loss)``: ``accelerator``, ``self._accelerator``.
 _ACCELERATOR = re.compile(r"^_*accelerator$", re.IGNORECASE)
@@ -363,12 +359,12 @@ class Trainer:
         if not any(event.kind is Kind.CLIP for event in model.events):
             return
         index = module_index(context)
-        unscaling_calls = _unscaling_calls(model, index)
+        unscalers = unscaling_calls(model, index)
         found: dict[cst.Call, ScaledClip] = {}
         covered: set[cst.Call] = set()
         for iteration in model.iterations:
             for clip in iteration.of(Kind.CLIP):
-                verdict = _judge(model, index, iteration, clip, unscaling_calls)
+                verdict = _judge(model, index, iteration, clip, unscalers)
                 if verdict is True:
                     covered.add(clip.call)
                 elif isinstance(verdict, ScaledClip):
@@ -386,7 +382,7 @@ class Trainer:
         for call, scaled in sorted(found.items(), key=lambda item: index.order[item[0]]):
             if call in covered or last_part(scaled.step.scaler or "") in unreached:
                 continue
-            if scaled.backward is None and not _unscaled_nowhere(model, scaled, unscaling_calls):
+            if scaled.backward is None and not _unscaled_nowhere(model, scaled, unscalers):
                 continue
             fix = None
             if scaled.step.call not in fixed_steps:
@@ -395,7 +391,7 @@ class Trainer:
                     fixed_steps.add(scaled.step.call)
             yield _finding(scaled, fix, index, model)
         reported = set(found) | covered
-        yield from _after_accelerate_backward(context, model, index, unscaling_calls, reported)
+        yield from _after_accelerate_backward(context, model, index, unscalers, reported)
 
 
 def _after_accelerate_backward(
@@ -424,10 +420,10 @@ def _after_accelerate_backward(
             if clip.call in reported or not _clips_before_a_plain_step(iteration, clip):
                 continue
             if any(iteration.may_precede(u, clip) for u in iteration.of(Kind.UNSCALE)) or any(
-                _may_run_before(model, index, call, clip) for call in unscaling_calls
+                may_run_before(model, index, call, clip) for call in unscaling_calls
             ):
                 continue
-            backward = next((b for b in backwards if _may_run_before(model, index, b, clip)), None)
+            backward = next((b for b in backwards if may_run_before(model, index, b, clip)), None)
             if backward is None:
                 continue
             reported.add(clip.call)
@@ -486,7 +482,7 @@ def _judge(
     for unscale in iteration.of(Kind.UNSCALE):
         if iteration.may_precede(unscale, clip) and _unscales_for(unscale, step, iteration):
             return True
-    if any(_may_run_before(model, index, call, clip) for call in unscaling_calls):
+    if any(may_run_before(model, index, call, clip) for call in unscaling_calls):
         return True
     backwards = [
         backward
@@ -510,46 +506,6 @@ def _unscales_for(unscale: Event, step: Event, iteration: Iteration) -> bool:
     if unscale.optimizer == step.optimizer:
         return True
     return unscale.optimizer not in {s.optimizer for s in iteration.of(Kind.SCALER_STEP)}
-
-
-def _unscaling_calls(model: TrainingIterations, index: ModuleIndex) -> list[cst.Call]:
-    """Calls that may unscale without being ``<scaler>.unscale_(...)`` events: one named like an
-    unscale (``accelerator.unscale_gradients()``), or a call the model does not follow that is
-    handed a scaler (``unscale_and_clip(scaler, optimizer)``, ``hooks.before_clip(scaler)``)."""
-    events = {event.call for event in model.events}
-    calls = []
-    for call in index.nodes(cst.Call):
-        if call in events:
-            continue
-        name = dotted_name(call.func)
-        named = name is not None and _UNSCALES_BY_NAME.search(last_part(name)) is not None
-        handed = any(_is_scaler(model, arg.value) for arg in call.args)
-        if named or (handed and not _followed(model, call)):
-            calls.append(call)
-    return calls
-
-
-def _is_scaler(model: TrainingIterations, value: cst.BaseExpression) -> bool:
-    return isinstance(value, cst.Name | cst.Attribute) and model.receivers.looks_like(value)
-
-
-def _followed(model: TrainingIterations, call: cst.Call) -> bool:
-    """The iteration model brings this call's events in: it runs a function of this module."""
-    return model.callee(call) is not None
-
-
-def _may_run_before(
-    model: TrainingIterations, index: ModuleIndex, call: cst.Call, clip: Event
-) -> bool:
-    """``call`` is in the function that clips (or that calls the clipping function) and may run
-    before the clip in one iteration: written above it on a path that reaches it (not below it,
-    which runs before the next iteration's clip only)."""
-    return any(
-        index.enclosing_function(call) is index.enclosing_function(target)
-        and model.facts.precedes_in_source(call, target)
-        and model.facts.may_precede(call, target)
-        for target in (clip.call, clip.site)
-    )
 
 
 def _unscaled_nowhere(

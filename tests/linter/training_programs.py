@@ -104,6 +104,7 @@ STEP = (
     "scaler.update()",
     "optimizer.step()",
     "optimizer.zero_grad()",
+    "log(model.fc.weight.grad.norm())",
     "print(scaler.get_scale())",
     "scale = scaler.get_scale()",
     "log({'scale': self.grad_scaler.get_scale()})",
@@ -215,6 +216,13 @@ SCALE_READS = tuple(
 )
 #: Gradient clips (one is always drawn, with a ``scaler.step``, so AMP003 parses the program).
 CLIPS = tuple(line for line in STEP if "clip_grad" in line)
+#: A function no loop calls, so AMP012's and AMP013's pre-filters pass on every program without
+#: changing what the loops do (their findings come from the steps drawn from `STEP`).
+GRADIENT_REPORT = (
+    "def report_gradients(other_scaler, opt):",
+    "    other_scaler.unscale_(opt)",
+    "    writer.add_histogram('grad', model.fc.weight.grad, step)",
+)
 
 
 def _with_noqa(read: str) -> str:
@@ -228,8 +236,8 @@ def training_program(draw: st.DrawFn) -> str:
     It always holds a bf16 origin, an fp16 model and an optimizer, an engine that manages
     precision, an fp16 switch that brings a GradScaler, an autocast, a GradScaler constructor, a
     backward, a read of the scale, a gradient clip, a ``scaler.step``, an import of a deprecated
-    AMP namespace (somewhere among the rest) and a noqa comment naming an amp-lint code, so that
-    the real rules parse and analyse it.
+    AMP namespace (somewhere among the rest), a noqa comment naming an amp-lint code, and a
+    gradient report no loop calls, so that the real rules parse and analyse it.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -282,4 +290,5 @@ def training_program(draw: st.DrawFn) -> str:
             lines += [f"class Hooked({base}):", *_indent([hook, *body])]
     # Drawn last, so that the rest of the program is what the same draws gave without it.
     lines.insert(first_setup, draw(st.sampled_from(ENGINES)))
+    lines += GRADIENT_REPORT
     return "\n".join(lines) + "\n"

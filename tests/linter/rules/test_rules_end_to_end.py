@@ -23,6 +23,7 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("fp16_penalty_backward_without_scale.py", 31, "AMP006"),
     ("fp16_params_under_grad_scaler.py", 27, "AMP008"),
     ("grad_accumulation_loop.py", 32, "AMP001"),
+    ("grad_norm_logged_before_unscale.py", 30, "AMP012"),
     ("grad_scaler_per_step.py", 21, "AMP009"),
     ("hf_trainer_fp16_on_bf16_checkpoint.py", 46, "AMP002"),
     ("lightning_scale_logging.py", 28, "AMP001"),
@@ -30,6 +31,7 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("optimizer_wrapper_reads_scale.py", 33, "AMP001"),
     ("optimizer_step_bypasses_scaler.py", 21, "AMP007"),
     ("scaler_update_per_epoch.py", 21, "AMP005"),
+    ("unscale_in_accumulation_loop.py", 27, "AMP013"),
 }
 
 
@@ -62,13 +64,13 @@ def test_noqa_silences_a_finding_on_its_line() -> None:
 def test_the_real_cli_lists_explains_and_selects_by_prefix_every_rule(capsys) -> None:
     from linter.cli import main
 
-    codes = [*(f"AMP{n:03d}" for n in range(1, 11)), "AMP014", "AMP100"]
+    codes = [*(f"AMP{n:03d}" for n in range(1, 11)), "AMP012", "AMP013", "AMP014", "AMP100"]
     assert main(["--list-rules"]) == 0
     assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == codes
     for code in codes:
         assert main(["--explain", code]) == 0
         assert f"({code})" in capsys.readouterr().out.splitlines()[0]
-    # A prefix selects every rule it starts: AMP00 the first nine, AMP01 the others.
+    # A prefix selects every rule it starts: AMP00 the first nine, AMP01 the rest.
     for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", set(codes[9:]))):
         main(["--no-cache", "--select", prefix, "--format", "json", str(EXAMPLES)])
         found = {d["code"] for d in json.loads(capsys.readouterr().out)}

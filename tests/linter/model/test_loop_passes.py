@@ -1,0 +1,78 @@
+"""What changes from one loop pass to the next (`linter.model._loop_passes`)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from linter._rule import ModuleContext
+from linter.model._loop_passes import breaks, loop_targets, loops_between, mentions, per_pass_names
+from linter.model._module_index import ModuleIndex, module_index
+
+
+def _index(source: str) -> ModuleIndex:
+    source = textwrap.dedent(source)
+    return module_index(ModuleContext("t.py", source, cst.parse_module(source)))
+
+
+def test_per_pass_names_are_the_loop_targets_and_what_the_body_rebinds() -> None:
+    index = _index(
+        """
+        count = 0
+        for idx, (img, mask) in enumerate(loader):
+            count += 1
+            self.global_step = self.global_step + 1
+            do_step = (idx + 1) % accum == 0
+        """
+    )
+    (loop,) = index.nodes(cst.For)
+    assert loop_targets(loop) == {"idx", "img", "mask"}
+    assert per_pass_names(index, loop) == {
+        "idx",
+        "img",
+        "mask",
+        "count",
+        "self.global_step",
+        "do_step",
+    }
+
+
+def test_mentions_matches_whole_dotted_words_only() -> None:
+    assert mentions("(idx + 1) % config.ACCUMULATION_STEPS", {"idx"})
+    assert mentions("self.global_step % k", {"self.global_step"})
+    assert not mentions("self.idx_map", {"idx"})
+    assert not mentions("cfg.idx", {"idx"})
+
+
+def test_breaks_sees_only_the_loops_own_break() -> None:
+    index = _index(
+        """
+        while True:
+            for x in xs:
+                break
+        for y in ys:
+            if y:
+                break
+        """
+    )
+    outer_while = index.module.body[0]
+    inner_for, last_for = index.nodes(cst.For)
+    assert not breaks(outer_while)  # its only break is the inner for's
+    assert breaks(inner_for)
+    assert breaks(last_for)
+
+
+def test_loops_between_stop_at_the_scope_and_the_function() -> None:
+    index = _index(
+        """
+        for epoch in range(3):
+            for batch in loader:
+                for micro in batch:
+                    scaler.unscale_(opt)
+        """
+    )
+    call = index.calls_named(".unscale_")[0]
+    outer, middle, inner = index.nodes(cst.For)
+    assert list(loops_between(index, call, middle)) == [inner]
+    assert list(loops_between(index, call, index.module)) == [inner, middle, outer]
