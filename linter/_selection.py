@@ -78,6 +78,6 @@ def find_rule(code_or_name: str, rules: Sequence[type[Rule]]) -> type[Rule] | No
 def how_to_enable(rule: type[Rule]) -> str:
     """One sentence on turning on a rule that is off by default."""
     return (
-        f"run it with `--extend-select {rule.code}` (or `extend-select = [\"{rule.code}\"]` in "
+        f'run it with `--extend-select {rule.code}` (or `extend-select = ["{rule.code}"]` in '
         f"`[tool.amp-lint]`); `--select ALL` or a prefix of its code selects it too"
     )

@@ -136,7 +136,7 @@ def fix_showcase(rule: type[Rule]) -> FixShowcase | None:
     if rule.fix_availability not in FIX_COMMANDS:
         return None
     for example in rule.invalid:
-        fixed = fix_source(example.code, rules=(rule,), unsafe_fixes=True).text
+        fixed = fix_source(example.code, rules=(rule,), select=[rule.code], unsafe_fixes=True).text
         if fixed != example.code:
             return FixShowcase(example, fixed)
     return None

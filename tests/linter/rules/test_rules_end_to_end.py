@@ -57,17 +57,23 @@ def test_noqa_silences_a_finding_on_its_line() -> None:
     assert [(d.line, d.column, d.code) for d in lint_source(source)] == [(4, 11, "AMP001")]
 
 
-def test_the_real_cli_lists_explains_and_selects_by_prefix_all_ten_rules(capsys) -> None:
+def test_the_real_cli_lists_explains_and_selects_by_prefix_every_rule(capsys) -> None:
     from linter.cli import main
 
-    codes = [f"AMP{n:03d}" for n in range(1, 11)]
+    codes = [f"AMP{n:03d}" for n in (*range(1, 11), 15)]
     assert main(["--list-rules"]) == 0
-    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == codes
+    listed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [fields[0] for fields in listed] == codes
+    # Only AMP015 is off by default, and the listing says so in a fourth column.
+    assert [fields[0] for fields in listed if fields[3:] == ["off by default"]] == ["AMP015"]
+    assert all(len(fields) == 3 for fields in listed if fields[0] != "AMP015")
     for code in codes:
         assert main(["--explain", code]) == 0
         assert f"({code})" in capsys.readouterr().out.splitlines()[0]
-    # A prefix selects every rule it starts: AMP00 all but AMP010, AMP01 only AMP010.
-    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", {"AMP010"})):
+    # A prefix selects every rule it starts, those off by default too: AMP00 all but AMP010
+    # and AMP015, AMP01 AMP010 and AMP015 (whose only finding is in its bad example).
+    reported = {code for _name, _line, code in EXPECTED_EXAMPLE_FINDINGS} | {"AMP015"}
+    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", {"AMP010", "AMP015"})):
         main(["--no-cache", "--select", prefix, "--format", "json", str(EXAMPLES)])
         found = {d["code"] for d in json.loads(capsys.readouterr().out)}
-        assert found == expected & {code for _name, _line, code in EXPECTED_EXAMPLE_FINDINGS}
+        assert found == expected & reported
