@@ -13,6 +13,7 @@ from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
 from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
 from linter.rules.amp010_grad_scaler_with_bf16_autocast import GradScalerWithBf16Autocast
+from linter.rules.amp011_scaler_state_not_checkpointed import ScalerStateNotCheckpointed
 from linter.rules.amp015_scheduler_steps_on_skipped_step import SchedulerStepsOnSkippedStep
 
 #: Every rule, in code order.
@@ -27,6 +28,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     GradScalerWithFp16Params,
     GradScalerPerStep,
     GradScalerWithBf16Autocast,
+    ScalerStateNotCheckpointed,
     SchedulerStepsOnSkippedStep,
 )
 
@@ -40,6 +42,7 @@ __all__ = [
     "GradScalerPerStep",
     "GradScalerWithBf16Autocast",
     "GradScalerWithFp16Params",
+    "ScalerStateNotCheckpointed",
     "SchedulerStepsOnSkippedStep",
     "StepBypassesScaler",
     "UpdateNotOncePerIteration",

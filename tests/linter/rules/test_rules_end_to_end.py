@@ -27,6 +27,8 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("optimizer_wrapper_reads_scale.py", 30, "AMP001"),
     ("optimizer_wrapper_reads_scale.py", 33, "AMP001"),
     ("optimizer_step_bypasses_scaler.py", 21, "AMP007"),
+    ("resume_without_scaler_state.py", 41, "AMP011"),
+    ("resume_without_scaler_state.py", 49, "AMP011"),
     ("scaler_update_per_epoch.py", 21, "AMP005"),
 }
 
@@ -60,7 +62,7 @@ def test_noqa_silences_a_finding_on_its_line() -> None:
 def test_the_real_cli_lists_explains_and_selects_by_prefix_every_rule(capsys) -> None:
     from linter.cli import main
 
-    codes = [f"AMP{n:03d}" for n in (*range(1, 11), 15)]
+    codes = [f"AMP{n:03d}" for n in (*range(1, 12), 15)]
     assert main(["--list-rules"]) == 0
     listed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [fields[0] for fields in listed] == codes
@@ -70,10 +72,10 @@ def test_the_real_cli_lists_explains_and_selects_by_prefix_every_rule(capsys) ->
     for code in codes:
         assert main(["--explain", code]) == 0
         assert f"({code})" in capsys.readouterr().out.splitlines()[0]
-    # A prefix selects every rule it starts, those off by default too: AMP00 all but AMP010
-    # and AMP015, AMP01 AMP010 and AMP015 (whose only finding is in its bad example).
+    # A prefix selects every rule it starts, those off by default too: AMP00 AMP001-AMP009,
+    # AMP01 AMP010, AMP011 and AMP015 (whose only finding is in its bad example).
     reported = {code for _name, _line, code in EXPECTED_EXAMPLE_FINDINGS} | {"AMP015"}
-    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", {"AMP010", "AMP015"})):
+    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", {"AMP010", "AMP011", "AMP015"})):
         main(["--no-cache", "--select", prefix, "--format", "json", str(EXAMPLES)])
         found = {d["code"] for d in json.loads(capsys.readouterr().out)}
         assert found == expected & reported
