@@ -98,7 +98,10 @@ class ScalerStateNotCheckpointed(Rule):
 
     code = "AMP011"
     name = "scaler-state-not-checkpointed"
-    summary = "a resume checkpoint (model + optimizer state) is saved or loaded without the GradScaler's state"
+    summary = (
+        "a resume checkpoint (model + optimizer state) is saved or loaded without the "
+        "GradScaler's state"
+    )
     triggers = ("state_dict",)
     fix_availability = UNSAFE
     valid = (
