@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter.model._dotted_names import dotted_name, last_part
-from linter.model._module_index import ModuleIndex, walk
+from linter.model._module_index import ModuleIndex, descendants, walk
 from linter.model._scaler_receivers import ScalerReceivers
 
 #: Callee names that save an object to a file (``torch.save``, ``save_on_master``,
@@ -49,6 +49,8 @@ NOT_A_STATE_SAVER = frozenset(
 OPTIMIZER_KEY = re.compile(r"optim", re.IGNORECASE)
 MODEL_KEY = re.compile(r"model|state_dict|net|weights|params", re.IGNORECASE)
 SCALER_KEY = re.compile(r"scaler|(^|_)amp($|_)", re.IGNORECASE)
+#: Callee names that restore state from a checkpoint (``load_checkpoint``, ``resume``).
+RESTORER_NAME = re.compile(r"load|resume|restore", re.IGNORECASE)
 
 #: (key text or None, value) of one checkpoint entry.
 Entry = tuple[str | None, cst.BaseExpression]
@@ -82,9 +84,17 @@ class Checkpoints:
         self._receivers = receivers
         self._is_optimizer = is_optimizer
         #: Every resume checkpoint written in the module, in source order.
-        self.writes: list[CheckpointWrite] = [
-            write for call in index.nodes(cst.Call) if (write := self._write(call)) is not None
-        ]
+        self.writes: list[CheckpointWrite] = self.writes_in(None)
+
+    def writes_in(self, root: cst.FunctionDef | None) -> list[CheckpointWrite]:
+        """The resume checkpoints written in ``root`` (a function, perhaps one of another
+        module grafted under a call here; None: the whole module), in source order."""
+        return [write for call in self._calls(root) if (write := self._write(call)) is not None]
+
+    def _calls(self, root: cst.CSTNode | None) -> list[cst.Call]:
+        if root is None:
+            return self._index.nodes(cst.Call)
+        return [node for node in descendants(root) if isinstance(node, cst.Call)]
 
     def _write(self, call: cst.Call) -> CheckpointWrite | None:
         name = dotted_name(call.func)
@@ -187,23 +197,34 @@ class Checkpoints:
 
     # -- resumes -------------------------------------------------------------------------------
 
-    def optimizer_loads(self) -> Iterator[cst.Call]:
-        """``<optimizer>.load_state_dict(...)`` calls, in source order."""
-        for call in self._index.calls_named(".load_state_dict"):
-            owner = dotted_name(call.func.value)  # type: ignore[attr-defined]
-            if owner is not None and self._is_optimizer(owner):
-                yield call
+    def optimizer_loads(self, root: cst.FunctionDef | None = None) -> Iterator[cst.Call]:
+        """``<optimizer>.load_state_dict(...)`` calls in ``root`` (None: the module)."""
+        for call in self._calls(root):
+            if _method(call) == "load_state_dict":
+                owner = dotted_name(call.func.value)  # type: ignore[attr-defined]
+                if owner is not None and self._is_optimizer(owner):
+                    yield call
 
-    def restores_a_scaler(self) -> bool:
-        """The module loads a scaler's state somewhere, or reads a scaler's checkpoint key."""
-        for call in self._index.calls_named(".load_state_dict"):
-            if self._receivers.looks_like(call.func.value):  # type: ignore[attr-defined]
+    def restores_a_scaler(self, root: cst.FunctionDef | None = None) -> bool:
+        """``root`` (None: the module) loads a scaler's state, reads a scaler's checkpoint key,
+        or hands a scaler to a loader it does not show (``resume(path, model, scaler)``)."""
+        for call in self._calls(root):
+            method = _method(call)
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if method == "load_state_dict" and self._receivers.looks_like(receiver):
                 return True
-        for node in self._index.nodes(cst.Subscript):
-            for element in node.slice:  # type: ignore[attr-defined]
-                key = _key_text(getattr(element.slice, "value", None))
-                if key is not None and SCALER_KEY.search(key):
-                    return True
+            callee = dotted_name(call.func) or ""
+            if RESTORER_NAME.search(last_part(callee)) and any(
+                self._receivers.looks_like(arg.value) for arg in call.args
+            ):
+                return True
+        nodes = self._index.nodes(cst.Subscript) if root is None else descendants(root)
+        for node in nodes:
+            if isinstance(node, cst.Subscript):
+                for element in node.slice:
+                    key = _key_text(getattr(element.slice, "value", None))
+                    if key is not None and SCALER_KEY.search(key):
+                        return True
         return False
 
 
@@ -267,10 +288,16 @@ def _mentions(call: cst.Call, name: str) -> bool:
 def _under(
     scope: cst.CSTNode, index: ModuleIndex, kind: type[cst.CSTNode]
 ) -> Iterator[cst.CSTNode]:
-    """Nodes of ``kind`` directly in ``scope`` (not in functions nested in it)."""
-    for node in index.nodes(kind):
-        if (index.enclosing_function(node) or index.module) is scope:
+    """Nodes of ``kind`` directly in ``scope`` (not in functions nested in it); a function
+    grafted from another module is walked, as the index does not collect its nodes."""
+    nodes = index.nodes(kind) if scope is index.module else descendants(scope)
+    for node in nodes:
+        if isinstance(node, kind) and (index.enclosing_function(node) or index.module) is scope:
             yield node
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def checkpoints(

@@ -44,6 +44,7 @@ GRAFT_WORDS = (
     "from_pretrained",
     "GradScaler",
     "autocast",
+    "state_dict",
 )
 
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 
 import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._checkpoints import CheckpointWrite, checkpoints
-from linter.model._dotted_names import dotted_name
+from linter.model._dotted_names import dotted_name, last_part
 from linter.model._iteration import Kind, of_module
 from linter.model._module_index import ModuleIndex, module_index
 from linter.model._scaler_receivers import ScalerReceivers
@@ -274,28 +275,61 @@ save_checkpoint(
         if not constructors and not scaled:
             return
         found = checkpoints(index, receivers, iterations.is_optimizer)
-        trainer = constructors[0] if constructors else scaled[0].call
-        for write in found.writes:
+        trainer = ((constructors[0] if constructors else scaled[0].call), _TRAINER)
+        helpers = _helpers(context, index, iterations.is_optimizer)
+        writes = [*found.writes, *(w for helper in helpers for w in found.writes_in(helper))]
+        for write in writes:
             if not write.holds_scaler:
+                local = write.call not in context.foreign
                 yield Finding(
                     write.call,
                     "this resume checkpoint saves the model's and the optimizer's state but not "
                     "the GradScaler's: a resumed run restarts from the initial scale and "
                     'overflows until it backs off again; add `"scaler": scaler.state_dict()` '
                     "(and load it on resume)",
-                    related=((trainer, "the GradScaler this file trains through"),),
-                    fix=_fix(write, index, receivers),
+                    related=(trainer,),
+                    fix=_fix(write, index, receivers) if local else None,
                 )
-        if found.restores_a_scaler():
+        if found.restores_a_scaler() or any(found.restores_a_scaler(h) for h in helpers):
             return
-        for load in found.optimizer_loads():
+        loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
+        for load in loads:
             yield Finding(
                 load,
                 "this resume loads the optimizer's state but the GradScaler's is never loaded: "
                 "the resumed run restarts from the initial scale; also call "
                 '`scaler.load_state_dict(checkpoint["scaler"])`',
-                related=((trainer, "the GradScaler this file trains through"),),
+                related=(trainer,),
             )
+
+
+#: How a finding names the scaler it is about.
+_TRAINER = "the GradScaler this file trains through"
+
+
+def _helpers(
+    context: ModuleContext, index: ModuleIndex, is_optimizer: Callable[[str], bool]
+) -> list[cst.FunctionDef]:
+    """Functions of other modules this one calls to save or load checkpoints (a
+    ``save_checkpoint(model, optimizer, ...)`` in ``utils.py``), grafted under their calls."""
+    project = context.project
+    if project is None:
+        return []
+    found = []
+    for call in index.nodes(cst.Call):
+        callee = dotted_name(call.func) or ""
+        passes_optimizer = any(
+            (name := dotted_name(arg.value)) is not None and is_optimizer(name) for arg in call.args
+        )
+        if passes_optimizer or _HELPER_NAME.search(last_part(callee)):
+            grafted = project.graft(context, call, ("state_dict",))
+            if grafted is not None:
+                found.append(grafted)
+    return found
+
+
+#: Names of functions that save or restore checkpoints, whatever they are handed.
+_HELPER_NAME = re.compile(r"save|load|checkpoint|ckpt|resume|restore", re.IGNORECASE)
 
 
 def _fix(write: CheckpointWrite, index: ModuleIndex, receivers: ScalerReceivers) -> NodeFix | None:
