@@ -81,18 +81,23 @@ class ScalerStateNotCheckpointed(Rule):
 
     ## References
     - [huggingface/transformers#34053](https://github.com/huggingface/transformers/issues/34053):
-      a resumed run restarted the scale at 65536 instead of the learned 256 and overflowed; the
-      fix saves the scaler with the optimizer (also
-      [PR #11663](https://github.com/huggingface/transformers/pull/11663))
+      a run resumed from a checkpoint follows a different learning rate; the reproduction traces
+      it to the GradScaler restarting at 65536 where the uninterrupted run had reached 256, so
+      the resumed step overflows and is skipped. The Trainer itself had started saving the
+      scaler in [PR #11663](https://github.com/huggingface/transformers/pull/11663), so that a
+      resumed run matches a complete one
     - [ultralytics/ultralytics#22189](https://github.com/ultralytics/ultralytics/pull/22189),
       [facebookresearch/detectron2#3686](https://github.com/facebookresearch/detectron2/pull/3686),
       [mosaicml/composer#1376](https://github.com/mosaicml/composer/pull/1376): trainers that
-      added the GradScaler's state to their checkpoints after resumes lost it
+      had to add the GradScaler's state to their checkpoints (or restore it at the right time)
+      because resumed runs lost it
     - [allenai/tango#154](https://github.com/allenai/tango/issues/154),
       [pytorch/torchtitan#146](https://github.com/pytorch/torchtitan/issues/146),
-      [facebookresearch/metaseq#3](https://github.com/facebookresearch/metaseq/issues/3),
       [facebookresearch/fairseq2#1346](https://github.com/facebookresearch/fairseq2/issues/1346):
-      the same gap reported in other training stacks
+      the scaler missing from the train state in other stacks;
+      [facebookresearch/metaseq#3](https://github.com/facebookresearch/metaseq/issues/3): a
+      dynamic loss scaler whose counters are not checkpointed makes the loss scale depend on
+      when a run was restarted
     - PyTorch's [AMP examples](https://docs.pytorch.org/docs/stable/notes/amp_examples.html),
       "Saving/Resuming": save and load `scaler.state_dict()` with the model and optimizer
     """

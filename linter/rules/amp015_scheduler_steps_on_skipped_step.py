@@ -78,15 +78,19 @@ class SchedulerStepsOnSkippedStep(Rule):
     ```
 
     ## References
-    - [pytorch/pytorch#44511](https://github.com/pytorch/pytorch/issues/44511): the
-      "lr_scheduler.step() before optimizer.step()" warning appears under AMP because the first
-      steps are skipped; the schedule is advanced for steps that did not happen
-    - [pytorch/pytorch#55585](https://github.com/pytorch/pytorch/issues/55585) (open): asks for a
-      way to know a GradScaler step was skipped, so schedulers can follow only applied steps
-    - [Lightning-AI/pytorch-lightning#21339](https://github.com/Lightning-AI/pytorch-lightning/issues/21339):
-      the scheduler is stepped although the AMP optimizer step was skipped
+    - [pytorch/pytorch#44511](https://github.com/pytorch/pytorch/issues/44511): the recipe of
+      the AMP docs plus a scheduler step draws "Detected call of `lr_scheduler.step()` before
+      `optimizer.step()`", because the scaler skipped the first optimizer step
+    - [pytorch/pytorch#55585](https://github.com/pytorch/pytorch/issues/55585) (open):
+      `scaler.step()` does not say whether it ran the optimizer, so a loop cannot tell whether
+      to step the scheduler; the Trainer's workaround compares the scale before and after
+      (huggingface/transformers PR #11144)
+    - [Lightning-AI/pytorch-lightning#21339](https://github.com/Lightning-AI/pytorch-lightning/issues/21339)
+      (and #18828): with 16-bit mixed precision Lightning steps the scheduler although the
+      optimizer step was skipped
     - [huggingface/accelerate#4242](https://github.com/huggingface/accelerate/issues/4242):
-      scheduler stepping and skipped mixed-precision steps in Accelerate
+      even Accelerate's scheduler wrapper, which is meant to hold back on skipped steps,
+      advances with fused AdamW because the skip goes unnoticed
     """
 
     code = "AMP015"
