@@ -49,6 +49,8 @@ NOT_A_STATE_SAVER = frozenset(
 OPTIMIZER_KEY = re.compile(r"optim", re.IGNORECASE)
 MODEL_KEY = re.compile(r"model|state_dict|net|weights|params", re.IGNORECASE)
 SCALER_KEY = re.compile(r"scaler|(^|_)amp($|_)", re.IGNORECASE)
+#: Callees that read a checkpoint file: ``torch.load``, ``load_checkpoint``, ``load_file``.
+LOADER_NAME = re.compile(r"^(load|load_\w*|\w*_load)$", re.IGNORECASE)
 #: Callee names that restore state from a checkpoint (``load_checkpoint``, ``resume``).
 RESTORER_NAME = re.compile(r"load|resume|restore", re.IGNORECASE)
 
@@ -198,12 +200,42 @@ class Checkpoints:
     # -- resumes -------------------------------------------------------------------------------
 
     def optimizer_loads(self, root: cst.FunctionDef | None = None) -> Iterator[cst.Call]:
-        """``<optimizer>.load_state_dict(...)`` calls in ``root`` (None: the module)."""
+        """``<optimizer>.load_state_dict(...)`` calls in ``root`` (None: the module) that
+        restore a checkpoint: their argument is read from one (see `reads_a_checkpoint`)."""
         for call in self._calls(root):
-            if _method(call) == "load_state_dict":
+            if _method(call) == "load_state_dict" and call.args:
                 owner = dotted_name(call.func.value)  # type: ignore[attr-defined]
-                if owner is not None and self._is_optimizer(owner):
+                if (
+                    owner is not None
+                    and self._is_optimizer(owner)
+                    and self.reads_a_checkpoint(call.args[0].value, call)
+                ):
                     yield call
+
+    def reads_a_checkpoint(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """``value`` comes out of a loaded file: ``ckpt["optimizer"]``, ``torch.load(...)``, or a
+        name bound to one of those earlier in the same function. Not a parameter passed on (an
+        optimizer wrapper's ``load_state_dict(state_dict)``) nor a state moved between devices
+        (``optimizer.load_state_dict(move_to_device(optimizer.state_dict()))``)."""
+        if isinstance(value, cst.Subscript):
+            return any(
+                isinstance(e.slice, cst.Index) and _key_text(e.slice.value) is not None
+                for e in value.slice
+            )
+        if isinstance(value, cst.Call):
+            callee = dotted_name(value.func)
+            return callee is not None and LOADER_NAME.search(last_part(callee)) is not None
+        if not isinstance(value, cst.Name):
+            return False
+        index = self._index
+        scope = index.enclosing_function(at) or index.module
+        bindings = [
+            assign
+            for assign in _under(scope, index, cst.Assign)
+            if any(dotted_name(t.target) == value.value for t in assign.targets)
+            and index.order[assign] < index.order[at]
+        ]
+        return bool(bindings) and self.reads_a_checkpoint(bindings[-1].value, bindings[-1])
 
     def restores_a_scaler(self, root: cst.FunctionDef | None = None) -> bool:
         """``root`` (None: the module) loads a scaler's state, reads a scaler's checkpoint key,
@@ -226,6 +258,71 @@ class Checkpoints:
                     if key is not None and SCALER_KEY.search(key):
                         return True
         return False
+
+
+def confining_functions(
+    index: ModuleIndex, constructors: list[cst.Call]
+) -> set[cst.CSTNode] | None:
+    """The functions that hold every GradScaler of the module as a plain local that never
+    leaves them (``scaler = GradScaler()`` used only through its own methods: not stored on
+    ``self``, returned or handed to a call), or None when one may outlive its function.
+
+    A scaler confined to a per-epoch function (``def _train_epoch(): scaler = GradScaler()``)
+    starts over every epoch: a checkpoint written elsewhere has no scaler state to keep.
+    """
+    owners: set[cst.CSTNode] = set()
+    for constructor in constructors:
+        assign = index.parent.get(constructor)
+        function = index.enclosing_function(constructor)
+        if not isinstance(assign, cst.Assign) or function is None or len(assign.targets) != 1:
+            return None
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Name):
+            return None
+        name = target.value
+        for node in descendants(function):
+            if isinstance(node, cst.Call) and any(
+                isinstance(arg.value, cst.Name) and arg.value.value == name for arg in node.args
+            ):
+                return None  # handed on: it may be saved there
+            if (
+                isinstance(node, cst.Return)
+                and node.value is not None
+                and _mentions_name(node.value, name)
+            ):
+                return None
+            if (
+                isinstance(node, cst.Assign)
+                and node is not assign
+                and _mentions_name(node.value, name)
+            ):
+                return None  # aliased or stored (`self.scaler = scaler`)
+        owners.add(function)
+    return owners
+
+
+def readable_at(name: str, save: cst.Call, index: ModuleIndex) -> bool:
+    """``name`` can be read where ``save`` runs: bound in its function or at module level, or
+    an attribute of ``self`` in a method of the class that assigns it."""
+    function = index.enclosing_function(save)
+    for assign in index.nodes(cst.Assign):
+        if not any(dotted_name(t.target) == name for t in assign.targets):
+            continue
+        where = index.enclosing_function(assign)
+        if name.startswith("self."):
+            if index.enclosing_class(assign) is not None and index.enclosing_class(
+                assign
+            ) is index.enclosing_class(save):
+                return True
+        elif where is None or where is function:
+            return True
+    return function is not None and any(
+        param.name.value == name for param in function.params.params
+    )
+
+
+def _mentions_name(node: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in walk(node))
 
 
 def _literal_entries(value: cst.Dict) -> list[Entry] | None:

@@ -9,7 +9,12 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._checkpoints import CheckpointWrite, checkpoints
+from linter.model._checkpoints import (
+    CheckpointWrite,
+    checkpoints,
+    confining_functions,
+    readable_at,
+)
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._iteration import Kind, of_module
 from linter.model._module_index import ModuleIndex, module_index
@@ -108,7 +113,10 @@ class ScalerStateNotCheckpointed(Rule):
         "a resume checkpoint (model + optimizer state) is saved or loaded without the "
         "GradScaler's state"
     )
-    triggers = ("state_dict",)
+    # The file must train through a GradScaler itself, and every way it shows one names it
+    # (`GradScaler(...)`, `scaler.step`, `self.grad_scaler`); the checkpoint may be written by a
+    # helper of another module, so `state_dict` need not appear here.
+    triggers = ("scaler", "Scaler")
     fix_availability = UNSAFE
     valid = (
         Example(
@@ -271,8 +279,11 @@ save_checkpoint(
         index = module_index(context)
         iterations = of_module(context)
         receivers = iterations.receivers
-        constructors = [
-            call for call in index.nodes(cst.Call) if receivers.is_constructor_call(call)
+        constructors = [  # a factory's `return GradScaler(...)` trains nothing here
+            call
+            for call in index.nodes(cst.Call)
+            if receivers.is_constructor_call(call)
+            and not isinstance(index.parent.get(call), cst.Return)
         ]
         scaled = iterations.events_where(
             lambda e: e.kind in (Kind.SCALER_STEP, Kind.SCALED_BACKWARD)
@@ -283,7 +294,14 @@ save_checkpoint(
         trainer = ((constructors[0] if constructors else scaled[0].call), _TRAINER)
         helpers = _helpers(context, index, iterations.is_optimizer)
         writes = [*found.writes, *(w for helper in helpers for w in found.writes_in(helper))]
+        owners = confining_functions(index, constructors) if constructors else None
+        if owners is not None and any(
+            index.enclosing_function(e.call) not in owners for e in scaled
+        ):
+            owners = None  # another scaler steps outside them
         for write in writes:
+            if owners is not None and index.enclosing_function(write.call) not in owners:
+                continue  # the scaler lives in one call of another function: nothing to keep
             if not write.holds_scaler:
                 local = write.call not in context.foreign
                 yield Finding(
@@ -299,6 +317,8 @@ save_checkpoint(
             return
         loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
         for load in loads:
+            if owners is not None and index.enclosing_function(load) not in owners:
+                continue
             yield Finding(
                 load,
                 "this resume loads the optimizer's state but the GradScaler's is never loaded: "
@@ -346,7 +366,7 @@ def _fix(write: CheckpointWrite, index: ModuleIndex, receivers: ScalerReceivers)
     function = index.enclosing_function(write.call)
     params = {p.name.value for p in function.params.params} if function is not None else set()
     reachable = sorted(
-        {name for name in receivers.proven if _in_reach(name, write.call, index)}
+        {name for name in receivers.proven if readable_at(name, write.call, index)}
         | {name for name in params if receivers.looks_like(cst.Name(name))}
     )
     if len(reachable) != 1:
@@ -388,23 +408,3 @@ def _block_indent(node: cst.CSTNode, index: ModuleIndex) -> str:
     blocks = [a for a in index.ancestors(node) if isinstance(a, cst.IndentedBlock)]
     default = index.module.default_indent
     return "".join(block.indent if block.indent is not None else default for block in blocks)
-
-
-def _in_reach(name: str, save: cst.Call, index: ModuleIndex) -> bool:
-    """``name`` can be read where ``save`` runs: bound in its function or at module level, or
-    an attribute of ``self`` in a method of the class that assigns it."""
-    function = index.enclosing_function(save)
-    for assign in index.nodes(cst.Assign):
-        if not any(dotted_name(t.target) == name for t in assign.targets):
-            continue
-        where = index.enclosing_function(assign)
-        if name.startswith("self."):
-            if index.enclosing_class(assign) is not None and index.enclosing_class(
-                assign
-            ) is index.enclosing_class(save):
-                return True
-        elif where is None or where is function:
-            return True
-    return function is not None and any(
-        param.name.value == name for param in function.params.params
-    )

@@ -281,7 +281,7 @@ for batch in loader:
 def _message(scheduler: str) -> str:
     return (
         f"`{scheduler}.step()` runs every iteration, also when `scaler.step()` skips the optimizer "
-        "step on inf/NaN gradients, so the learning-rate schedule runs ahead of the optimizer; "
+        "step on inf/NaN gradients, so the schedule runs ahead of the optimizer steps taken; "
         f"wrap it in `scaler.SkipAwareScheduler({scheduler}, scaler)` or step it only when the "
         "step was applied"
     )

@@ -105,8 +105,10 @@ def test_the_fix_uses_a_scaler_parameter_of_the_saving_function() -> None:
 
 def test_no_fix_when_no_scaler_or_two_are_in_reach() -> None:
     unreachable = """\
-    def train():
+    def train(model, optimizer, loader):
         scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            step(model, optimizer, scaler, batch)
 
 
     def save(model, optimizer, path):
@@ -150,3 +152,25 @@ def test_the_bad_example_resumes_at_the_initial_scale_and_skips_again() -> None:
 def test_the_good_example_is_clean_with_every_rule() -> None:
     path = EXAMPLES / "resume_with_scaler_state.py"
     assert lint_source(path.read_text(encoding="utf-8"), str(path), select=["ALL"]) == []
+
+
+def test_a_scaler_confined_to_a_per_epoch_function_has_no_state_to_keep() -> None:
+    source = """\
+    class Trainer:
+        def _train_epoch(self, loader):
+            scaler = torch.amp.GradScaler("cuda")  # starts over every epoch
+            for batch in loader:
+                scaler.scale(self.model(batch)).backward()
+                scaler.step(self.optimizer)
+                scaler.update()
+
+        def _save_checkpoint(self, path):
+            torch.save(
+                {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, path
+            )
+    """
+    assert lines(source) == []
+    # ...but one the function hands on, stores or returns may outlive it.
+    for escape in ("self.scaler = scaler", "helper(scaler)", "return scaler"):
+        escaped = source.replace("# starts over every epoch", f"\n            {escape}")
+        assert lines(escaped) == [11], escape
