@@ -188,6 +188,11 @@ class Rule(abc.ABC):
     #: ``"none"``. One of `FIX_AVAILABILITIES`; a rule whose fixes are safe except in rare cases
     #: says ``"safe"``. An invalid example must show the fix (the docs render it before/after).
     fix_availability: ClassVar[str] = NO_FIX
+    #: Whether a run with no ``select`` runs the rule. A rule that is off by default (it fires
+    #: on most code of some shape, rightly but noisily) runs only when a selector picks it:
+    #: ``ALL``, a prefix, its code or name, in ``select`` or ``extend-select`` (see
+    #: `linter._selection`).
+    default_enabled: ClassVar[bool] = True
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         values = {option.name: option.default for option in self.options}

@@ -18,7 +18,13 @@ from linter._discovery import Excluder, discover
 from linter._engine import Change, FileReport, FixMode, Job, lint_bytes, run_jobs
 from linter._patterns import PathPattern, relative_to_root
 from linter._rule import Rule
-from linter._selection import SelectorError, check_selectors, enabled_rules, selects
+from linter._selection import (
+    SelectorError,
+    check_selectors,
+    describe_select,
+    enabled_rules,
+    selects,
+)
 from linter.config import Settings
 
 if TYPE_CHECKING:
@@ -415,7 +421,7 @@ class _Plan:
         if rules and not chosen:
             # A run that checks nothing must not say "All checks passed!".
             raise SelectorError(
-                f"no rule selected (select {list(merged.select)}, extend-select "
+                f"no rule selected (select {describe_select(merged.select)}, extend-select "
                 f"{list(merged.extend_select)}, ignore {list(merged.ignore)}); "
                 "amp-lint --list-rules shows the codes"
             )

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from linter._cache import CACHE_ENV, cache_location
-from linter._selection import SelectorError, find_rule
+from linter._selection import OFF_BY_DEFAULT, SelectorError, find_rule, how_to_enable
 from linter._version import __version__
 from linter.api import STDIN, LintResult, lint_paths
 from linter.config import ConfigError, load_settings
@@ -394,7 +394,9 @@ def _list_rules() -> int:
     if not ALL_RULES:
         print("amp-lint: no rules are registered", file=sys.stderr)
     for rule in ALL_RULES:
-        print(f"{rule.code}\t{rule.name}\t{rule.summary}")
+        # A fourth column only where a rule is off, so the common three-column lines stay put.
+        off = "" if rule.default_enabled else f"\t{OFF_BY_DEFAULT}"
+        print(f"{rule.code}\t{rule.name}\t{rule.summary}{off}")
     return EXIT_CLEAN
 
 
@@ -404,6 +406,8 @@ def _explain(code_or_name: str) -> int:
         return _usage_error(f"--explain: unknown rule {code_or_name!r}")
     print(f"# {rule.name} ({rule.code})\n")
     print(f"{rule.summary}\n")
+    if not rule.default_enabled:
+        print(f"{OFF_BY_DEFAULT}: {how_to_enable(rule)}\n")
     print(inspect.cleandoc(rule.__doc__ or ""))
     if rule.options:
         print("\n## Options\n")

@@ -70,10 +70,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything a lint run takes from configuration; the defaults run every rule."""
+    """Everything a lint run takes from configuration; the defaults run every rule that is on by
+    default."""
 
-    #: Selectors of the rules to run: codes, prefixes, names, or ``ALL``.
-    select: tuple[str, ...] = ("ALL",)
+    #: Selectors of the rules to run: codes, prefixes, names, or ``ALL``; ``None`` (not set)
+    #: runs the rules on by default (`Rule.default_enabled`), ``ALL`` every rule.
+    select: tuple[str, ...] | None = None
     #: Selectors of the rules not to run; ignoring wins over selecting.
     ignore: tuple[str, ...] = ()
     #: Selectors added to ``select`` (so a command line ``--select`` can keep them).

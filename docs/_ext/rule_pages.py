@@ -24,7 +24,7 @@ from sphinx.util import logging
 
 from linter._fix import SAFE, UNSAFE
 from linter._rule import FIX_AVAILABILITIES, NO_FIX, Example, Rule, RuleOption
-from linter._selection import enabled_rules
+from linter._selection import OFF_BY_DEFAULT, enabled_rules, how_to_enable
 from linter.api import fix_source
 from linter.config import Settings
 from linter.model._across_files import ACROSS_FILES
@@ -137,7 +137,7 @@ def fix_showcase(rule: type[Rule]) -> FixShowcase | None:
     if rule.fix_availability not in FIX_COMMANDS:
         return None
     for example in rule.invalid:
-        fixed = fix_source(example.code, rules=(rule,), unsafe_fixes=True).text
+        fixed = fix_source(example.code, rules=(rule,), select=[rule.code], unsafe_fixes=True).text
         if fixed != example.code:
             return FixShowcase(example, fixed)
     return None
@@ -230,6 +230,11 @@ def render_rule_page(rule: type[Rule]) -> str:
     if "\n" in preamble:
         parts.append(f"{preamble}\n")
     parts.append(_metadata_line(rule))
+    if not on_by_default(rule):
+        parts.append(
+            f":::{{note}}\nThis rule is **{OFF_BY_DEFAULT}**: a run with no `select` does not "
+            f"check it. To {how_to_enable(rule)}.\n:::\n"
+        )
     for title in ("What it does", "Why is this bad?"):
         parts.append(f"## {title}\n\n{sections.get(title, '')}\n")
     parts.append(f"## Example\n\n{sections.get('Example', '')}\n")
@@ -288,7 +293,8 @@ how to silence it and the public evidence behind it.
 **fix**: *safe* fixes keep the program's meaning and `amp-lint --fix` applies them; *unsafe* ones
 change behaviour in a way to review and need `--unsafe-fixes` too ({{doc}}`../../guides/fixing`).
 **default**: whether a run with no configuration checks the rule; `select`, `ignore` and
-`extend-select` change that ({{doc}}`../configuration`).
+`extend-select` change that ({{doc}}`../configuration`). A rule that is *off* by default runs
+only when a selector picks it: `--extend-select` with its code, or `--select ALL`.
 
 {table}
 ```{{toctree}}

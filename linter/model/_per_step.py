@@ -389,7 +389,7 @@ def _counted_ranges(iterable: cst.BaseExpression) -> Iterator[cst.Call]:
         stack.extend(current.children)
 
 
-def _is_epoch_loop(loop: cst.For | cst.While) -> bool:
+def is_epoch_loop(loop: cst.For | cst.While) -> bool:
     """``for epoch in range(epochs)``: its body runs once per epoch, not once per step.
 
     A ``for`` loop says so in its target (``epoch``) or in the bounds of a ``range`` it counts
@@ -502,7 +502,7 @@ class PerStepAnalysis:
                 loop = ancestor
             child = ancestor
         if loop is not None:
-            if _is_epoch_loop(loop) or self._steps_in_nested_loop(loop, node):
+            if is_epoch_loop(loop) or self._steps_in_nested_loop(loop, node):
                 return None
             return f"inside the loop at line {self._line(loop)}"
         if function is None or self._steps_in_nested_loop(function, node):

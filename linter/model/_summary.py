@@ -48,6 +48,7 @@ GRAFT_WORDS = (
     "from_pretrained",
     "GradScaler",
     "autocast",
+    "state_dict",
 )
 
 

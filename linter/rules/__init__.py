@@ -13,9 +13,11 @@ from linter.rules.amp007_step_bypasses_scaler import StepBypassesScaler
 from linter.rules.amp008_grad_scaler_with_fp16_params import GradScalerWithFp16Params
 from linter.rules.amp009_grad_scaler_per_step import GradScalerPerStep
 from linter.rules.amp010_grad_scaler_with_bf16_autocast import GradScalerWithBf16Autocast
+from linter.rules.amp011_scaler_state_not_checkpointed import ScalerStateNotCheckpointed
 from linter.rules.amp012_scaled_gradients_observed import ScaledGradientsObserved
 from linter.rules.amp013_unscale_more_than_once import UnscaleMoreThanOnce
 from linter.rules.amp014_precision_managed_twice import PrecisionManagedTwice
+from linter.rules.amp015_scheduler_steps_on_skipped_step import SchedulerStepsOnSkippedStep
 from linter.rules.amp100_unused_noqa import UnusedNoqa
 
 #: Every rule, in code order.
@@ -30,9 +32,11 @@ ALL_RULES: tuple[type[Rule], ...] = (
     GradScalerWithFp16Params,
     GradScalerPerStep,
     GradScalerWithBf16Autocast,
+    ScalerStateNotCheckpointed,
     ScaledGradientsObserved,
     UnscaleMoreThanOnce,
     PrecisionManagedTwice,
+    SchedulerStepsOnSkippedStep,
     UnusedNoqa,
 )
 
@@ -48,6 +52,8 @@ __all__ = [
     "GradScalerWithFp16Params",
     "PrecisionManagedTwice",
     "ScaledGradientsObserved",
+    "ScalerStateNotCheckpointed",
+    "SchedulerStepsOnSkippedStep",
     "StepBypassesScaler",
     "UnscaleMoreThanOnce",
     "UnusedNoqa",

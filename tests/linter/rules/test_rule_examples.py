@@ -51,7 +51,7 @@ def test_fix_availability_matches_the_fixes_of_the_invalid_examples(rule: type[R
     offered = {
         diagnostic.fix.applicability
         for example in rule.invalid
-        for diagnostic in lint_source(example.code, rules=(rule,))
+        for diagnostic in lint_source(example.code, rules=(rule,), select=[rule.code])
         if diagnostic.fix is not None
     }
     if rule.fix_availability == NO_FIX:

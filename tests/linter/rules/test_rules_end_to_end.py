@@ -30,6 +30,8 @@ EXPECTED_EXAMPLE_FINDINGS = {
     ("optimizer_wrapper_reads_scale.py", 30, "AMP001"),
     ("optimizer_wrapper_reads_scale.py", 33, "AMP001"),
     ("optimizer_step_bypasses_scaler.py", 21, "AMP007"),
+    ("resume_without_scaler_state.py", 41, "AMP011"),
+    ("resume_without_scaler_state.py", 49, "AMP011"),
     ("scaler_update_per_epoch.py", 21, "AMP005"),
     ("unscale_in_accumulation_loop.py", 27, "AMP013"),
 }
@@ -64,14 +66,20 @@ def test_noqa_silences_a_finding_on_its_line() -> None:
 def test_the_real_cli_lists_explains_and_selects_by_prefix_every_rule(capsys) -> None:
     from linter.cli import main
 
-    codes = [*(f"AMP{n:03d}" for n in range(1, 11)), "AMP012", "AMP013", "AMP014", "AMP100"]
+    codes = [*(f"AMP{n:03d}" for n in range(1, 16)), "AMP100"]
     assert main(["--list-rules"]) == 0
-    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()] == codes
+    listed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [fields[0] for fields in listed] == codes
+    # Only AMP015 is off by default, and the listing says so in a fourth column.
+    assert [fields[0] for fields in listed if fields[3:] == ["off by default"]] == ["AMP015"]
+    assert all(len(fields) == 3 for fields in listed if fields[0] != "AMP015")
     for code in codes:
         assert main(["--explain", code]) == 0
         assert f"({code})" in capsys.readouterr().out.splitlines()[0]
-    # A prefix selects every rule it starts: AMP00 the first nine, AMP01 the rest.
-    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", set(codes[9:]))):
+    # A prefix selects every rule it starts, those off by default too: AMP00 AMP001-AMP009,
+    # AMP01 AMP010-AMP015 (AMP015's only finding is in its bad example).
+    reported = {code for _name, _line, code in EXPECTED_EXAMPLE_FINDINGS} | {"AMP015"}
+    for prefix, expected in (("AMP00", set(codes[:9])), ("AMP01", set(codes[9:15]))):
         main(["--no-cache", "--select", prefix, "--format", "json", str(EXAMPLES)])
         found = {d["code"] for d in json.loads(capsys.readouterr().out)}
-        assert found == expected & {code for _name, _line, code in EXPECTED_EXAMPLE_FINDINGS}
+        assert found == expected & reported

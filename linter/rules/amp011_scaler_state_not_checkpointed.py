@@ -1,0 +1,410 @@
+"""AMP011 scaler-state-not-checkpointed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+import libcst as cst
+
+from linter._fix import UNSAFE, NodeFix
+from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.model._checkpoints import (
+    CheckpointWrite,
+    checkpoints,
+    confining_functions,
+    readable_at,
+)
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._iteration import Kind, of_module
+from linter.model._module_index import ModuleIndex, module_index
+from linter.model._scaler_receivers import ScalerReceivers
+
+
+class ScalerStateNotCheckpointed(Rule):
+    """A resume checkpoint saved or loaded without the GradScaler's state.
+
+    ## What it does
+    In a file that trains through a GradScaler (it creates one that is not `enabled=False`, or
+    steps through `scaler.step`/`scaler.scale(loss).backward()`), flags:
+
+    - a **save** of a resume checkpoint — `torch.save` (or `save_on_master`,
+      `accelerator.save`, a `save_checkpoint(state, ...)` helper) of a dict that holds the
+      model's and the optimizer's `state_dict()` — with no entry for the scaler's state: no
+      `scaler.state_dict()`, no key naming a scaler. The dict may be a literal, a `dict(...)`
+      call, or a name built up in the same function (`ckpt = {...}`, `ckpt["epoch"] = epoch`,
+      `ckpt.update(...)`) and then saved;
+    - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)`) in a file
+      that never restores the scaler's (no `scaler.load_state_dict(...)`, no read of a
+      `"scaler"` key).
+
+    Not reported: exports (the model's state alone), a disabled scaler, checkpoints whose
+    content the file does not show (a `**spread`, the dict handed to another function before
+    the save), and frameworks that save the scaler themselves — Accelerate's `save_state`,
+    Lightning's and the Hugging Face Trainer's checkpoints.
+
+    A save helper in another module (`utils.save_checkpoint(model, optimizer, epoch)` called
+    from the trainer that owns the scaler) is reported at the call in the trainer, with the
+    helper's `torch.save` as a related location, once amp-lint reads the whole project.
+
+    ## Why is this bad?
+    The GradScaler's state is the scale it has learned (often far below the initial 65536 for
+    large models) and its growth tracker. A checkpoint without it resumes at `init_scale`: the
+    first steps after every restart overflow and are skipped until the scale has backed off
+    again, the growth schedule restarts, and a run that was stable before the restart can
+    diverge after it — the loss curve of a resumed run differs from one that never stopped.
+    PyTorch's AMP examples save and load `scaler.state_dict()` with the model and optimizer.
+
+    ## Example
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    ...
+    torch.save(
+        {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch},
+        "last.pt",
+    )
+    ```
+
+    ## Use instead
+    ```python
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict(),
+            "epoch": epoch,
+        },
+        "last.pt",
+    )
+    # and on resume: scaler.load_state_dict(checkpoint["scaler"])
+    ```
+
+    ## Fix safety
+    When the checkpoint is a dict literal and one GradScaler is in reach of the save, the fix
+    adds `"scaler": <scaler>.state_dict()` to it. It is unsafe: the checkpoint's format changes,
+    and the code that loads it must restore the entry too.
+
+    ## References
+    - [huggingface/transformers#34053](https://github.com/huggingface/transformers/issues/34053):
+      a run resumed from a checkpoint follows a different learning rate; the reproduction traces
+      it to the GradScaler restarting at 65536 where the uninterrupted run had reached 256, so
+      the resumed step overflows and is skipped. The Trainer itself had started saving the
+      scaler in [PR #11663](https://github.com/huggingface/transformers/pull/11663), so that a
+      resumed run matches a complete one
+    - [ultralytics/ultralytics#22189](https://github.com/ultralytics/ultralytics/pull/22189),
+      [facebookresearch/detectron2#3686](https://github.com/facebookresearch/detectron2/pull/3686),
+      [mosaicml/composer#1376](https://github.com/mosaicml/composer/pull/1376): trainers that
+      had to add the GradScaler's state to their checkpoints (or restore it at the right time)
+      because resumed runs lost it
+    - [allenai/tango#154](https://github.com/allenai/tango/issues/154),
+      [pytorch/torchtitan#146](https://github.com/pytorch/torchtitan/issues/146),
+      [facebookresearch/fairseq2#1346](https://github.com/facebookresearch/fairseq2/issues/1346):
+      the scaler missing from the train state in other stacks;
+      [facebookresearch/metaseq#3](https://github.com/facebookresearch/metaseq/issues/3): a
+      dynamic loss scaler whose counters are not checkpointed makes the loss scale depend on
+      when a run was restarted
+    - PyTorch's [AMP examples](https://docs.pytorch.org/docs/stable/notes/amp_examples.html),
+      "Saving/Resuming": save and load `scaler.state_dict()` with the model and optimizer
+    """
+
+    code = "AMP011"
+    name = "scaler-state-not-checkpointed"
+    summary = (
+        "a resume checkpoint (model + optimizer state) is saved or loaded without the "
+        "GradScaler's state"
+    )
+    # The file must train through a GradScaler itself, and every way it shows one names it
+    # (`GradScaler(...)`, `scaler.step`, `self.grad_scaler`); the checkpoint may be written by a
+    # helper of another module, so `state_dict` need not appear here.
+    triggers = ("scaler", "Scaler")
+    fix_availability = UNSAFE
+    valid = (
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda")
+torch.save(
+    {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict(),
+    },
+    "last.pt",
+)
+"""
+        ),
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda")
+torch.save(model.state_dict(), "weights.pt")  # an export: the weights alone
+torch.save({"model": model.state_dict(), "config": config}, "model.pt")
+"""
+        ),
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda", enabled=False)  # never scales: no state to keep
+torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+"""
+        ),
+        Example(
+            """\
+def save(model, optimizer, scaler, epoch, path):
+    checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    if scaler is not None:
+        checkpoint["scaler"] = scaler.state_dict()
+    checkpoint["epoch"] = epoch
+    torch.save(checkpoint, path)
+
+
+scaler = torch.amp.GradScaler("cuda")
+"""
+        ),
+        Example(
+            """\
+accelerator = Accelerator(mixed_precision="fp16")
+model, optimizer = accelerator.prepare(model, optimizer)
+accelerator.save_state("checkpoints/")  # saves the scaler's state itself
+"""
+        ),
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda")
+checkpoint = torch.load("last.pt")
+model.load_state_dict(checkpoint["model"])
+optimizer.load_state_dict(checkpoint["optimizer"])
+scaler.load_state_dict(checkpoint["scaler"])
+"""
+        ),
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda")
+torch.save(  # what `extra` holds is not known here
+    {"model": model.state_dict(), "optimizer": optimizer.state_dict(), **extra},
+    "last.pt",
+)
+"""
+        ),
+    )
+    invalid = (
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda")
+for epoch in range(epochs):
+    train_one_epoch(model, loader, optimizer, scaler)
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+""",
+            (4,),
+        ),
+        Example(
+            """\
+def train(model, loader, optimizer, epochs, path):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for batch in loader:
+            scaler.scale(model(batch).loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        checkpoint = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+        }
+        checkpoint["epoch"] = epoch
+        torch.save(checkpoint, path)
+""",
+            (13,),
+        ),
+        Example(
+            """\
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def save_checkpoint(self, path, step):
+        torch.save(
+            {
+                "step": step,
+                "state_dict": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+            },
+            path,
+        )
+""",
+            (7,),
+        ),
+        Example(
+            """\
+scaler = torch.amp.GradScaler("cuda")
+if args.resume:
+    checkpoint = torch.load(args.resume, map_location="cpu")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    start_epoch = checkpoint["epoch"] + 1
+""",
+            (5,),
+        ),
+        Example(
+            """\
+def train_one_epoch(model, loader, optimizer, scaler, epoch, output_dir):
+    for images, targets in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(images), targets)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    utils.save_on_master(
+        dict(model=model.state_dict(), optimizer=optimizer.state_dict(), epoch=epoch),
+        f"{output_dir}/checkpoint.pth",
+    )
+""",
+            (9,),
+        ),
+        Example(
+            """\
+def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
+    torch.save(state, filename)
+
+
+scaler = torch.amp.GradScaler("cuda")
+save_checkpoint(
+    {"epoch": epoch + 1, "state_dict": model.state_dict(), "optimizer": optimizer.state_dict()},
+    is_best,
+)
+""",
+            (6,),
+        ),
+    )
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        index = module_index(context)
+        iterations = of_module(context)
+        receivers = iterations.receivers
+        constructors = [  # a factory's `return GradScaler(...)` trains nothing here
+            call
+            for call in index.nodes(cst.Call)
+            if receivers.is_constructor_call(call)
+            and not isinstance(index.parent.get(call), cst.Return)
+        ]
+        scaled = iterations.events_where(
+            lambda e: e.kind in (Kind.SCALER_STEP, Kind.SCALED_BACKWARD)
+        )
+        if not constructors and not scaled:
+            return
+        found = checkpoints(index, receivers, iterations.is_optimizer)
+        trainer = ((constructors[0] if constructors else scaled[0].call), _TRAINER)
+        helpers = _helpers(context, index, iterations.is_optimizer)
+        writes = [*found.writes, *(w for helper in helpers for w in found.writes_in(helper))]
+        owners = confining_functions(index, constructors) if constructors else None
+        if owners is not None and any(
+            index.enclosing_function(e.call) not in owners for e in scaled
+        ):
+            owners = None  # another scaler steps outside them
+        for write in writes:
+            if owners is not None and index.enclosing_function(write.call) not in owners:
+                continue  # the scaler lives in one call of another function: nothing to keep
+            if not write.holds_scaler:
+                local = write.call not in context.foreign
+                yield Finding(
+                    write.call,
+                    "this resume checkpoint saves the model's and the optimizer's state but not "
+                    "the GradScaler's: a resumed run restarts from the initial scale and "
+                    'overflows until it backs off again; add `"scaler": scaler.state_dict()` '
+                    "(and load it on resume)",
+                    related=(trainer,),
+                    fix=_fix(write, index, receivers) if local else None,
+                )
+        if found.restores_a_scaler() or any(found.restores_a_scaler(h) for h in helpers):
+            return
+        loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
+        for load in loads:
+            if owners is not None and index.enclosing_function(load) not in owners:
+                continue
+            yield Finding(
+                load,
+                "this resume loads the optimizer's state but the GradScaler's is never loaded: "
+                "the resumed run restarts from the initial scale; also call "
+                '`scaler.load_state_dict(checkpoint["scaler"])`',
+                related=(trainer,),
+            )
+
+
+#: How a finding names the scaler it is about.
+_TRAINER = "the GradScaler this file trains through"
+
+
+def _helpers(
+    context: ModuleContext, index: ModuleIndex, is_optimizer: Callable[[str], bool]
+) -> list[cst.FunctionDef]:
+    """Functions of other modules this one calls to save or load checkpoints (a
+    ``save_checkpoint(model, optimizer, ...)`` in ``utils.py``), grafted under their calls."""
+    project = context.project
+    if project is None:
+        return []
+    found = []
+    for call in index.nodes(cst.Call):
+        callee = dotted_name(call.func) or ""
+        passes_optimizer = any(
+            (name := dotted_name(arg.value)) is not None and is_optimizer(name) for arg in call.args
+        )
+        if passes_optimizer or _HELPER_NAME.search(last_part(callee)):
+            grafted = project.graft(context, call, ("state_dict",))
+            if grafted is not None:
+                found.append(grafted)
+    return found
+
+
+#: Names of functions that save or restore checkpoints, whatever they are handed.
+_HELPER_NAME = re.compile(r"save|load|checkpoint|ckpt|resume|restore", re.IGNORECASE)
+
+
+def _fix(write: CheckpointWrite, index: ModuleIndex, receivers: ScalerReceivers) -> NodeFix | None:
+    """Add ``"scaler": <scaler>.state_dict()`` to the literal, when one scaler is in reach: a
+    proven one bound where the save can read it, or a scaler parameter of the saving function."""
+    literal = write.literal
+    if literal is None or not literal.elements:
+        return None
+    function = index.enclosing_function(write.call)
+    params = {p.name.value for p in function.params.params} if function is not None else set()
+    reachable = sorted(
+        {name for name in receivers.proven if readable_at(name, write.call, index)}
+        | {name for name in params if receivers.looks_like(cst.Name(name))}
+    )
+    if len(reachable) != 1:
+        return None
+    elements = list(literal.elements)
+    last = elements[-1]
+    comma = elements[-2].comma if len(elements) > 1 else cst.MaybeSentinel.DEFAULT
+    if not isinstance(comma, cst.Comma):
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    added = cst.DictElement(
+        cst.SimpleString('"scaler"'),
+        cst.parse_expression(f"{reachable[0]}.state_dict()"),
+        comma=last.comma,
+    )
+    elements[-1] = last.with_changes(comma=comma)
+    replacement = literal.with_changes(elements=[*elements, added])
+    # The replacement is rendered alone, outside its block: spell its line breaks' indentation
+    # out, so a multi-line literal keeps its layout.
+    replacement = replacement.visit(_Dedented(_block_indent(literal, index)))
+    return NodeFix(f'add "scaler": {reachable[0]}.state_dict()', ((literal, replacement),), UNSAFE)
+
+
+class _Dedented(cst.CSTTransformer):
+    """Line breaks that indent by the enclosing block's indentation, with it written out."""
+
+    def __init__(self, indent: str) -> None:
+        self._indent = indent
+
+    def leave_ParenthesizedWhitespace(
+        self, original_node: cst.ParenthesizedWhitespace, updated_node: cst.ParenthesizedWhitespace
+    ) -> cst.ParenthesizedWhitespace:
+        if not updated_node.indent:
+            return updated_node
+        last = cst.SimpleWhitespace(self._indent + updated_node.last_line.value)
+        return updated_node.with_changes(indent=False, last_line=last)
+
+
+def _block_indent(node: cst.CSTNode, index: ModuleIndex) -> str:
+    blocks = [a for a in index.ancestors(node) if isinstance(a, cst.IndentedBlock)]
+    default = index.module.default_indent
+    return "".join(block.indent if block.indent is not None else default for block in blocks)

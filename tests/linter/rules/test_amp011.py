@@ -1,0 +1,176 @@
+"""AMP011 scaler-state-not-checkpointed: saves and resumes without the scaler, the fix, examples."""
+
+from __future__ import annotations
+
+import runpy
+import textwrap
+from pathlib import Path
+
+from rule_runner import run_rule, run_rule_related
+
+from linter.api import fix_source, lint_source
+from linter.rules import ScalerStateNotCheckpointed
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+SAVE = 'torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")\n'
+
+
+def lines(source: str) -> list[int]:
+    found = run_rule(ScalerStateNotCheckpointed, textwrap.dedent(source))
+    return [line for line, _col, _msg in found]
+
+
+def fixed(source: str) -> str:
+    return fix_source(
+        textwrap.dedent(source), rules=(ScalerStateNotCheckpointed,), unsafe_fixes=True
+    ).text
+
+
+def test_a_save_in_a_file_without_a_scaler_is_not_reported() -> None:
+    assert lines(SAVE) == []
+
+
+def test_a_scaler_stepped_but_created_elsewhere_still_counts() -> None:
+    source = f"""\
+    def step(scaler, loss, optimizer):
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    {SAVE}"""
+    assert lines(source) == [5]
+
+
+def test_the_save_points_back_at_the_scaler() -> None:
+    source = f'import torch\nscaler = torch.amp.GradScaler("cuda")\n{SAVE}'
+    assert run_rule_related(ScalerStateNotCheckpointed, source) == [
+        (3, [(2, "the GradScaler this file trains through")])
+    ]
+
+
+def test_the_messages_say_what_to_add() -> None:
+    source = (
+        'scaler = torch.amp.GradScaler("cuda")\n'
+        f"{SAVE}"
+        'optimizer.load_state_dict(ckpt["optimizer"])\n'
+    )
+    save, load = (message for _line, _col, message in run_rule(ScalerStateNotCheckpointed, source))
+    assert save.startswith("this resume checkpoint saves the model's and the optimizer's state")
+    assert '`"scaler": scaler.state_dict()`' in save
+    assert load.startswith("this resume loads the optimizer's state")
+    assert '`scaler.load_state_dict(checkpoint["scaler"])`' in load
+
+
+def test_the_fix_adds_the_scaler_to_a_one_line_literal() -> None:
+    source = f'scaler = torch.amp.GradScaler("cuda")\n{SAVE}'
+    assert fixed(source).splitlines()[1] == (
+        'torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), '
+        '"scaler": scaler.state_dict()}, "last.pt")'
+    )
+
+
+def test_the_fix_keeps_a_multi_line_literals_layout_inside_a_method() -> None:
+    source = """\
+    class Trainer:
+        def __init__(self):
+            self.scaler = torch.amp.GradScaler("cuda")
+
+        def save(self, path):
+            torch.save(
+                {
+                    "model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                },
+                path,
+            )
+    """
+    expected = textwrap.dedent(source).replace(
+        '"optimizer": self.optimizer.state_dict(),\n',
+        '"optimizer": self.optimizer.state_dict(),\n'
+        '                "scaler": self.scaler.state_dict(),\n',
+    )
+    assert fixed(source) == expected
+
+
+def test_the_fix_uses_a_scaler_parameter_of_the_saving_function() -> None:
+    source = """\
+    def save(model, optimizer, grad_scaler, path):
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+
+
+    grad_scaler = torch.amp.GradScaler("cuda")
+    """
+    assert '"scaler": grad_scaler.state_dict()}' in fixed(source)
+
+
+def test_no_fix_when_no_scaler_or_two_are_in_reach() -> None:
+    unreachable = """\
+    def train(model, optimizer, loader):
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in loader:
+            step(model, optimizer, scaler, batch)
+
+
+    def save(model, optimizer, path):
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+    """
+    two = (
+        f'scaler_a = torch.amp.GradScaler("cuda")\nscaler_b = torch.amp.GradScaler("cuda")\n{SAVE}'
+    )
+    for source in (unreachable, two):
+        [diagnostic] = lint_source(textwrap.dedent(source), rules=(ScalerStateNotCheckpointed,))
+        assert diagnostic.fix is None
+
+
+def test_a_resume_that_restores_the_scaler_anywhere_in_the_file_is_not_reported() -> None:
+    source = """\
+    scaler = torch.amp.GradScaler("cuda")
+
+
+    def load_model(ckpt):
+        optimizer.load_state_dict(ckpt["optimizer"])
+
+
+    def load_amp(ckpt):
+        scaler.load_state_dict(ckpt["scaler"])
+    """
+    assert lines(source) == []
+
+
+def test_the_bad_example_resumes_at_the_initial_scale_and_skips_again() -> None:
+    saved, resumed_at, skipped = runpy.run_path(str(EXAMPLES / "resume_without_scaler_state.py"))[
+        "main"
+    ]()
+    assert resumed_at == 2.0**24 > saved
+    good_saved, good_resumed_at, good_skipped = runpy.run_path(
+        str(EXAMPLES / "resume_with_scaler_state.py")
+    )["main"]()
+    assert good_resumed_at == good_saved == saved
+    assert skipped > good_skipped
+
+
+def test_the_good_example_is_clean_with_every_rule() -> None:
+    path = EXAMPLES / "resume_with_scaler_state.py"
+    assert lint_source(path.read_text(encoding="utf-8"), str(path), select=["ALL"]) == []
+
+
+def test_a_scaler_confined_to_a_per_epoch_function_has_no_state_to_keep() -> None:
+    source = """\
+    class Trainer:
+        def _train_epoch(self, loader):
+            scaler = torch.amp.GradScaler("cuda")  # starts over every epoch
+            for batch in loader:
+                scaler.scale(self.model(batch)).backward()
+                scaler.step(self.optimizer)
+                scaler.update()
+
+        def _save_checkpoint(self, path):
+            torch.save(
+                {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, path
+            )
+    """
+    assert lines(source) == []
+    # ...but one the function hands on, stores or returns may outlive it.
+    for escape in ("self.scaler = scaler", "helper(scaler)", "return scaler"):
+        escaped = source.replace("# starts over every epoch", f"\n            {escape}")
+        assert lines(escaped) == [11], escape
