@@ -42,6 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
@@ -471,7 +472,7 @@ class PerStepAnalysis:
         return self._context.line_and_column(node)[0]
 
     def _reason(self, node: cst.CSTNode, depth: int, visiting: frozenset) -> str | None:
-        loop: cst.CSTNode | None = None
+        loop: cst.For | cst.While | None = None
         function: cst.FunctionDef | None = None
         child = node
         for ancestor in self._index.ancestors(node):
@@ -543,12 +544,16 @@ class PerStepAnalysis:
         make them (followed up to ``MAX_CALL_DEPTH`` callers up)."""
         if self._points is None:
             points = list(self._scaler_updates())
-            stepping = {self._index.enclosing_function(call) for call in points} - {None}
+            # Taking away {None} leaves only functions, which mypy cannot see through the `-`.
+            stepping = cast(
+                "set[cst.FunctionDef]",
+                {self._index.enclosing_function(call) for call in points} - {None},
+            )
             frontier = set(stepping)
             for _ in range(MAX_CALL_DEPTH):
                 reached: set[cst.FunctionDef] = set()
                 for function in frontier:
-                    for call in self._calls_to(function):  # type: ignore[arg-type]
+                    for call in self._calls_to(function):
                         points.append(call)
                         caller = self._index.enclosing_function(call)
                         if caller is not None and caller not in stepping:
@@ -572,7 +577,9 @@ class PerStepAnalysis:
         if block not in self._exit_guards:
             # Once per block, not once per read: a file with thousands of reads in one loop body
             # would otherwise rescan the body for each of them (quadratic).
-            positions = {statement: rank for rank, statement in enumerate(block.body)}
+            positions: dict[cst.CSTNode, int] = {
+                statement: rank for rank, statement in enumerate(block.body)
+            }
             first = next(
                 (rank for rank, statement in enumerate(block.body) if _is_exit_guard(statement)),
                 None,
