@@ -410,7 +410,11 @@ def fix_document(
         candidates = [
             d
             for d in report.diagnostics
-            if mode.applies(d) and current.fix_fits(d.fix) and _identity(d) not in given_up
+            # `applies` has checked the fix is there; `is not None` says so to mypy.
+            if mode.applies(d)
+            and d.fix is not None
+            and current.fix_fits(d.fix)
+            and _identity(d) not in given_up
         ]
         batch = _non_overlapping(candidates)
         if not batch:

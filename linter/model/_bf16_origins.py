@@ -377,7 +377,7 @@ class Bf16Origins:
         #: (scope, dotted name) -> (source rank, binding node, origin or None) in source order;
         #: the scope is the function for plain names, the class for ``self.x``.
         self._bindings: dict[
-            tuple[cst.CSTNode | None, str], list[tuple[int, cst.CSTNode, Bf16Origin | None]]
+            tuple[cst.CSTNode | None, str], list[tuple[float, cst.CSTNode, Bf16Origin | None]]
         ]
         self._bindings = {}
         #: The previous pass's final bindings, read when following arguments to parameters.
@@ -435,9 +435,9 @@ class Bf16Origins:
                 return DtypeArgument(found, name, found.value)
         for arg in call.args:
             if arg.star == "**":
-                found = self._dict_entry(self._constants.bound_value(arg.value))
-                if found is not None:
-                    return found
+                entry = self._dict_entry(self._constants.bound_value(arg.value))
+                if entry is not None:
+                    return entry
         return None
 
     def _dict_entry(self, value: cst.BaseExpression | None) -> DtypeArgument | None:
@@ -546,14 +546,13 @@ class Bf16Origins:
         in ``models.py`` that loads a bf16 checkpoint or calls ``.half()``), read by the same
         analysis run over that function alone; its nodes map to the other file."""
         context = self._index.context
-        project = context.project if context is not None else None
-        if project is None or call in context.foreign:  # type: ignore[union-attr]
+        if context is None or context.project is None or call in context.foreign:
             return None
-        grafted = project.graft(context, call, _MODEL_WORDS)
+        grafted = context.project.graft(context, call, _MODEL_WORDS)
         if grafted is None:
             return None
         if grafted not in self._foreign:
-            site = context.foreign[grafted]  # type: ignore[union-attr]
+            site = context.foreign[grafted]
             alone = ModuleIndex(site.module)
             self._foreign[grafted] = Bf16Origins(
                 alone,
@@ -640,7 +639,7 @@ class Bf16Origins:
         name: str,
         at: cst.CSTNode,
         function: cst.FunctionDef | None,
-        order: int,
+        order: float,
         enclosing: set[cst.CSTNode],
     ) -> Bf16Origin | None:
         """``self.x``: the last binding before ``at`` in its own method; else one from another

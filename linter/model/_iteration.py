@@ -317,7 +317,7 @@ class TrainingIterations:
                     # A function of another module that steps: the loop here calling it is
                     # an iteration, as for a function of this module.
                     scopes.setdefault(self.scope_of(call), None)
-        frontier = [scope for scope in scopes if isinstance(scope, cst.FunctionDef)]
+        frontier: list[cst.CSTNode] = [s for s in scopes if isinstance(s, cst.FunctionDef)]
         for _ in range(MAX_CALL_DEPTH - 1):
             frontier = [
                 outer

@@ -286,7 +286,7 @@ class PathFacts:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _rank(self, node: cst.CSTNode) -> int:
+    def _rank(self, node: cst.CSTNode) -> float:
         return _start(self._index, node)
 
     def _leaves_before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
@@ -409,7 +409,7 @@ def _ends_function(suite: cst.BaseSuite) -> bool:
     return isinstance(last, cst.Return | cst.Raise)
 
 
-def _start(index: ModuleIndex, node: cst.CSTNode) -> int:
+def _start(index: ModuleIndex, node: cst.CSTNode) -> float:
     """A rank that orders nodes as the source does (pre-order over collected nodes)."""
     rank = index.order.get(node)
     if rank is not None:
