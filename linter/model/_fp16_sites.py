@@ -104,8 +104,9 @@ class Fp16Site:
     what: str
     #: How to train in bf16 instead.
     fix: str
-    #: The model it applies to (display text) and where that model became bf16.
-    model: str
+    #: The model it applies to (display text) and where that model became bf16. None where the
+    #: model is a checkpoint name held in a constant (`_trainer_model`'s ``string_value``).
+    model: str | None
     origin: Bf16Origin
     #: When the switch is on: None for always, else which runs (``when run with ...``).
     when: str | None = None
@@ -195,7 +196,9 @@ class Fp16Sites:
                 return True
         return False
 
-    def model_in(self, expression: cst.BaseExpression, at: cst.CSTNode):
+    def model_in(
+        self, expression: cst.BaseExpression, at: cst.CSTNode
+    ) -> tuple[str, Bf16Origin] | None:
         """The first bf16 model mentioned in ``expression`` (``model``, ``model.parameters()``)."""
         for node in (expression, *descendants(expression)):
             if not isinstance(node, cst.Name | cst.Attribute | cst.Call):
@@ -303,7 +306,7 @@ class Fp16Sites:
                     enabled.facts,
                 )
 
-    def _model_run_in(self, body: cst.CSTNode):
+    def _model_run_in(self, body: cst.CSTNode) -> tuple[str, Bf16Origin] | None:
         for node in descendants(body):
             if not isinstance(node, cst.Call):
                 continue
@@ -314,7 +317,7 @@ class Fp16Sites:
                 if isinstance(candidate, cst.Name | cst.Attribute):
                     name = dotted_name(candidate)
                     origin = self.origins.of_name(name, node) if name else None
-                    if origin is not None:
+                    if name and origin is not None:
                         return name, origin
         return None
 
@@ -425,7 +428,7 @@ class Fp16Sites:
         """What last filled ``name`` before ``at`` in ``function``: its last assignment, and the
         loops that ``append`` to it (``(rest if p.ndim < 2 else decay).append(p)`` too)."""
         order = self.index.order[at]
-        assigns = [
+        assigns: list[cst.CSTNode] = [
             node
             for node in self.index.nodes(cst.Assign)
             if self.index.order[node] < order
@@ -473,7 +476,7 @@ class Fp16Sites:
                         origin,
                     )
 
-    def _trainer_model(self, trainer: cst.Call):
+    def _trainer_model(self, trainer: cst.Call) -> tuple[str | None, Bf16Origin] | None:
         model = keyword(trainer, "model") or positional(trainer, 0)
         if model is None:
             return None
@@ -489,7 +492,7 @@ class Fp16Sites:
                 continue
             fp16 = keyword(call, "fp16")
             switch = self.switches.truthy(fp16.value) if fp16 is not None else None
-            if switch is None:
+            if fp16 is None or switch is None:
                 continue
             bound = _assigned_name(self.index, call)
             for trainer in self.calls:
@@ -525,10 +528,10 @@ class Fp16Sites:
                 if precision is not None
                 else None
             )
-            if switch is None:
+            if precision is None or switch is None:
                 continue
             bound = _assigned_name(self.index, call)
-            found = None
+            found: tuple[str, Bf16Origin] | None = None
             through: tuple[tuple[cst.CSTNode, str], ...] = ()
             for prepare in self.calls:
                 func = prepare.func
@@ -570,7 +573,7 @@ class Fp16Sites:
             if switch is None:
                 continue
             bound = _assigned_name(self.index, call)
-            found = None
+            found: tuple[str, Bf16Origin] | None = None
             for fit in self.calls:
                 func = fit.func
                 if not (
@@ -595,7 +598,9 @@ class Fp16Sites:
                     loss_scaling=scales is not None and scales.when == switch.when,
                 )
 
-    def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
+    def _lightning_model(
+        self, value: cst.BaseExpression, at: cst.CSTNode, classes: dict[str, cst.ClassDef]
+    ) -> tuple[str, Bf16Origin] | None:
         """A bf16 model held by the LightningModule passed to ``fit``, or passed to it."""
         found = self.model_in(value, at)
         if found is not None:
@@ -612,10 +617,10 @@ class Fp16Sites:
                     if self.index.enclosing_class(node) is not cls:
                         continue
                     for target in node.targets:  # type: ignore[attr-defined]
-                        name = dotted_name(target.target)
-                        if name and name.startswith("self."):
+                        attribute = dotted_name(target.target)
+                        if attribute and attribute.startswith("self."):
                             origin = self.origins.of_expression(node.value, node)  # type: ignore[attr-defined]
                             if origin is not None:
-                                return name, origin
+                                return attribute, origin
             return self.model_in(value, at)  # LitModule(hf_model): the model passed in
         return None

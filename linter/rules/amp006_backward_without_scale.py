@@ -63,14 +63,14 @@ class ScalerSwitches:
         #: dotted name -> the values assigned to it anywhere in the module.
         self._values: dict[str, list[cst.BaseExpression]] = {}
         for assign in index.nodes(cst.Assign):
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is not None:
-                    self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
-        for assign in index.nodes(cst.AnnAssign):
-            name = dotted_name(assign.target)  # type: ignore[attr-defined]
-            if name is not None and assign.value is not None:  # type: ignore[attr-defined]
-                self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
+                    self._values.setdefault(name, []).append(assign.value)
+        for ann in index.nodes(cst.AnnAssign):
+            name = dotted_name(ann.target)
+            if name is not None and ann.value is not None:
+                self._values.setdefault(name, []).append(ann.value)
 
     def of(self, scaler: str | None, where: cst.CSTNode) -> str | list[Switch] | None:
         """`_DISABLED`, the `Switch`es of its constructions, or None when the module does not
