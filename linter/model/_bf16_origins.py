@@ -193,13 +193,13 @@ class ModuleConstants:
         values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         any_values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         for node in index.nodes(cst.Assign):
-            for target in node.targets:  # type: ignore[attr-defined]
+            for target in node.targets:
                 name = dotted_name(target.target)
                 if name is None:
                     continue
                 # Module-level names are counted over the whole module, as before.
                 counts[(None, name)] = counts.get((None, name), 0) + 1
-                value = node.value  # type: ignore[attr-defined]
+                value = node.value
                 if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]
                     values[(None, name)] = value
                     continue
@@ -264,9 +264,9 @@ class ModuleConstants:
             values = set()
             found: cst.BaseExpression | None = None
             for call in self._index.nodes(cst.Call):
-                if dotted_name(call.func) != callee:  # type: ignore[attr-defined]
+                if dotted_name(call.func) != callee:
                     continue
-                arg = keyword(call, name) or positional(call, position)  # type: ignore[arg-type]
+                arg = keyword(call, name) or positional(call, position)
                 if arg is None:
                     continue
                 resolved = self.resolve(arg.value)
@@ -322,13 +322,10 @@ class ModuleConstants:
     def _passed_parameters(self) -> set[tuple[str, str]]:
         """(function name, parameter) pairs some call of this module may pass a value to."""
         if self._passed is None:
-            functions = {
-                f.name.value: f  # type: ignore[attr-defined]
-                for f in self._index.nodes(cst.FunctionDef)
-            }
+            functions = {f.name.value: f for f in self._index.nodes(cst.FunctionDef)}
             passed: set[tuple[str, str]] = set()
             for call in self._index.nodes(cst.Call):
-                func = call.func  # type: ignore[attr-defined]
+                func = call.func
                 callee = func.value if isinstance(func, cst.Name) else None
                 if isinstance(func, cst.Attribute):
                     callee = func.attr.value
@@ -340,12 +337,12 @@ class ModuleConstants:
                 ]
                 if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
                     names = names[1:]
-                for arg in call.args:  # type: ignore[attr-defined]
+                for arg in call.args:
                     if arg.star:
                         passed.update((callee, n) for n in names)  # type: ignore[misc]
                     elif arg.keyword is not None:
                         passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]
-                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)  # type: ignore[attr-defined]
+                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)
                 passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]
             self._passed = passed
         return self._passed
@@ -451,7 +448,7 @@ class Bf16Origins:
                 if isinstance(element, cst.DictElement):
                     key = string_value(element.key)
                     if key in _DTYPE_KEYWORDS:
-                        return DtypeArgument(element, key, element.value)  # type: ignore[arg-type]
+                        return DtypeArgument(element, key, element.value)
         return None
 
     def family_origin(self, name_node: cst.BaseExpression | None) -> Bf16Origin | None:
@@ -581,7 +578,7 @@ class Bf16Origins:
             for statement in self._index.nodes(cst.Return):
                 owner = self._index.enclosing_function(statement)
                 if owner is not None:
-                    self._returns.setdefault(owner, []).append(statement)  # type: ignore[arg-type]
+                    self._returns.setdefault(owner, []).append(statement)
         return self._returns.get(function, [])
 
     def _callees(self, call: cst.Call) -> list[cst.FunctionDef]:
@@ -590,7 +587,7 @@ class Bf16Origins:
         if self._functions is None:
             self._functions = {}
             for function in self._index.nodes(cst.FunctionDef):
-                self._functions.setdefault(function.name.value, []).append(function)  # type: ignore[attr-defined]
+                self._functions.setdefault(function.name.value, []).append(function)
         func = call.func
         if isinstance(func, cst.Name):
             return [
@@ -757,7 +754,7 @@ class Bf16Origins:
             call
             for call in self._index.nodes(cst.Call)
             if isinstance(self._index.parent.get(call), cst.Expr)
-            and isinstance(call.func, cst.Attribute)  # type: ignore[attr-defined]
+            and isinstance(call.func, cst.Attribute)
         ]
         events.sort(key=self._index.order.__getitem__)
         for node in events:

@@ -164,7 +164,7 @@ class Fp16Sites:
         self.context = context
         self.index = module_index(context)
         self.aliases = ImportAliases(
-            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
+            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)
         )
         settings = DeclaredSettings(self.index)
         self.paths = path_facts(self.index)
@@ -177,7 +177,7 @@ class Fp16Sites:
             target,
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
-        self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
+        self.calls: list[cst.Call] = self.index.nodes(cst.Call)
         #: Whether GradScalers enabled by a runtime flag make sites (see `Fp16Site.requires`).
         self.runtime_flags = runtime_flags
 
@@ -272,26 +272,26 @@ class Fp16Sites:
             return None
         function = self.index.enclosing_function(with_node)
         for assign in self.index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             if (
                 isinstance(value, cst.Call)
                 and self.qualified(value.func) in AUTOCAST
                 and self.index.enclosing_function(assign) is function
-                and any(dotted_name(t.target) == item.value for t in assign.targets)  # type: ignore[attr-defined]
+                and any(dotted_name(t.target) == item.value for t in assign.targets)
             ):
                 return value
         return None
 
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
-            for item in with_node.items:  # type: ignore[attr-defined]
+            for item in with_node.items:
                 call = self._autocast_call(item.item, with_node)
                 if call is None or self._autocast_dtype(call) != FP16:
                     continue
                 enabled = self._enabled(call)
                 if enabled is None:
                     continue
-                found = self._model_run_in(with_node.body)  # type: ignore[attr-defined]
+                found = self._model_run_in(with_node.body)
                 if found is None:
                     continue
                 what = "fp16 autocast"
@@ -376,16 +376,16 @@ class Fp16Sites:
                 if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]
                     steps.setdefault(dotted_name(arg.value), call)
         for node in self.index.nodes(cst.Assign):
-            for target in node.targets:  # type: ignore[attr-defined]
+            for target in node.targets:
                 optimizer = dotted_name(target.target)
                 if optimizer in steps:
                     step = steps[optimizer]
-                    found = self._optimized_model(node.value, node)  # type: ignore[attr-defined]
+                    found = self._optimized_model(node.value, node)
                     if found is None and self.index.enclosing_function(
                         step
                     ) is self.index.enclosing_function(node):
                         # Cast in place after the optimizer was built, before it steps.
-                        found = self.model_in(node.value, step)  # type: ignore[attr-defined]
+                        found = self.model_in(node.value, step)
                     if found is not None:
                         through = (
                             (node, f"`{optimizer}` trains its parameters"),
@@ -433,7 +433,7 @@ class Fp16Sites:
             for node in self.index.nodes(cst.Assign)
             if self.index.order[node] < order
             and self.index.enclosing_function(node) is function
-            and any(dotted_name(t.target) == name for t in node.targets)  # type: ignore[attr-defined]
+            and any(dotted_name(t.target) == name for t in node.targets)
         ]
         fillers: list[cst.CSTNode] = assigns[-1:]
         for append in self.index.calls_named(".append"):
@@ -558,7 +558,7 @@ class Fp16Sites:
                 )
 
     def _lightning(self) -> Iterator[Fp16Site]:
-        classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+        classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}
         for call in self.calls:
             name = self.qualified(call.func)
             if name is None or not name.startswith(LIGHTNING_PACKAGES):
@@ -608,18 +608,18 @@ class Fp16Sites:
         if isinstance(value, cst.Name):
             name = value.value
             for node in self.index.nodes(cst.Assign):
-                if any(dotted_name(t.target) == name for t in node.targets):  # type: ignore[attr-defined]
-                    value = node.value  # type: ignore[attr-defined]
+                if any(dotted_name(t.target) == name for t in node.targets):
+                    value = node.value
         if isinstance(value, cst.Call):
             cls = classes.get(dotted_name(value.func) or "")
             if cls is not None:
                 for node in self.index.nodes(cst.Assign):
                     if self.index.enclosing_class(node) is not cls:
                         continue
-                    for target in node.targets:  # type: ignore[attr-defined]
+                    for target in node.targets:
                         attribute = dotted_name(target.target)
                         if attribute and attribute.startswith("self."):
-                            origin = self.origins.of_expression(node.value, node)  # type: ignore[attr-defined]
+                            origin = self.origins.of_expression(node.value, node)
                             if origin is not None:
                                 return attribute, origin
             return self.model_in(value, at)  # LitModule(hf_model): the model passed in

@@ -267,7 +267,7 @@ class TrainingIterations:
     def _optimizer_names(self) -> set[str]:
         names = set()
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             if not isinstance(value, cst.Call):
                 continue
             callee = dotted_name(value.func)
@@ -276,7 +276,7 @@ class TrainingIterations:
                 qualified
             ):
                 continue
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is not None:
                     names.add(name)
@@ -286,13 +286,13 @@ class TrainingIterations:
         """``scaled = scaler.scale(loss)``: name -> scaler text."""
         scaled = {}
         for assign in self._index.nodes(cst.Assign):
-            value = _uncast(assign.value)  # type: ignore[attr-defined]
+            value = _uncast(assign.value)
             if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
                 continue
             if value.func.attr.value != "scale" or not self.receivers.looks_like(value.func.value):
                 continue
             scaler = dotted_name(value.func.value)
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is not None and scaler is not None:
                     scaled[name] = scaler
@@ -433,7 +433,7 @@ class TrainingIterations:
     def _functions_by_name(self) -> dict[str, list[cst.FunctionDef]]:
         functions: dict[str, list[cst.FunctionDef]] = {}
         for function in self._index.nodes(cst.FunctionDef):
-            functions.setdefault(function.name.value, []).append(function)  # type: ignore[attr-defined]
+            functions.setdefault(function.name.value, []).append(function)
         return functions
 
     def _callee(self, call: cst.Call) -> cst.FunctionDef | None:

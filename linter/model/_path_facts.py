@@ -211,9 +211,9 @@ class PathFacts:
         setters: dict[str, list[cst.CSTNode]] = {}
         spoiled: set[str] = set()
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             literal = value.value if isinstance(value, cst.Name) else None
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is None:
                     continue
@@ -331,13 +331,13 @@ class PathFacts:
                     self._exclusive_subjects.add(frozenset(pair))
         groups: dict[str, list[str]] = {}
         for call in self._index.nodes(cst.Call):
-            func = call.func  # type: ignore[attr-defined]
+            func = call.func
             if not isinstance(func, cst.Attribute) or func.attr.value != "add_argument":
                 continue
             group = func.value
             if not isinstance(group, cst.Name) or not self._is_exclusive_group(group.value):
                 continue
-            dest = argument_dest(call)  # type: ignore[arg-type]
+            dest = argument_dest(call)
             if dest is not None:
                 groups.setdefault(group.value, []).append(dest)
         for dests in groups.values():
@@ -346,12 +346,12 @@ class PathFacts:
 
     def _is_exclusive_group(self, name: str) -> bool:
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             if (
                 isinstance(value, cst.Call)
                 and isinstance(value.func, cst.Attribute)
                 and value.func.attr.value == "add_mutually_exclusive_group"
-                and any(dotted_name(t.target) == name for t in assign.targets)  # type: ignore[attr-defined]
+                and any(dotted_name(t.target) == name for t in assign.targets)
             ):
                 return True
         return False

@@ -616,7 +616,7 @@ class PerStepAnalysis:
     def _family(self, cls: cst.ClassDef) -> set[cst.ClassDef]:
         """``cls`` with its base and derived classes defined in this module."""
         if self._hierarchy is None:
-            classes: list[cst.ClassDef] = self._index.nodes(cst.ClassDef)  # type: ignore[assignment]
+            classes: list[cst.ClassDef] = self._index.nodes(cst.ClassDef)
             by_name = {c.name.value: c for c in classes}
             bases = {
                 c: {
@@ -669,17 +669,17 @@ class PerStepAnalysis:
         """The class of this module whose instance ``receiver`` is assigned (``self.task =
         Task(...)``), ``"other"`` when it is assigned an instance of another class, or None."""
         if self._instances is None:
-            classes = {c.name.value: c for c in self._index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+            classes = {c.name.value: c for c in self._index.nodes(cst.ClassDef)}
             instances: dict[str, cst.ClassDef | str] = {}
             for assign in self._index.nodes(cst.Assign):
-                value = assign.value  # type: ignore[attr-defined]
+                value = assign.value
                 if not isinstance(value, cst.Call):
                     continue
                 callee = dotted_name(value.func)
                 if callee is None or not last_part(callee)[:1].isupper():
                     continue
                 kind = classes.get(callee, "other")
-                for target in assign.targets:  # type: ignore[attr-defined]
+                for target in assign.targets:
                     target_name = dotted_name(target.target)
                     if target_name is not None:
                         instances[target_name] = kind

@@ -203,7 +203,7 @@ def _replacement(use: Use, func: cst.BaseExpression) -> tuple[cst.CSTNode, cst.C
 
 
 def _local_name(alias: cst.ImportAlias) -> str:
-    return dotted_name(alias.asname.name if alias.asname else alias.name) or ""  # type: ignore[arg-type]
+    return dotted_name(alias.asname.name if alias.asname else alias.name) or ""
 
 
 #: One import edit and the local names whose uses it changes the meaning of.

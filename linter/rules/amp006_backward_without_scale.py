@@ -618,19 +618,19 @@ class _Query:
             item = self._index.parent.get(node)
             if (
                 isinstance(item, cst.WithItem)
-                and dotted_name(node.name) == name  # type: ignore[attr-defined]
+                and dotted_name(node.name) == name
                 and _is_scaling_call(item.item)
             ):
                 return True
         for assign in self._index.nodes(cst.Assign):
-            targets = {dotted_name(t.target) for t in assign.targets}  # type: ignore[attr-defined]
-            if name in targets and _is_scaling_call(assign.value):  # type: ignore[attr-defined]
+            targets = {dotted_name(t.target) for t in assign.targets}
+            if name in targets and _is_scaling_call(assign.value):
                 return True
         for update in self._index.nodes(cst.AugAssign):  # loss *= self.loss_scale
             if (
-                dotted_name(update.target) == name  # type: ignore[attr-defined]
-                and isinstance(update.operator, cst.MultiplyAssign)  # type: ignore[attr-defined]
-                and _names_a_scale(update.value)  # type: ignore[attr-defined]
+                dotted_name(update.target) == name
+                and isinstance(update.operator, cst.MultiplyAssign)
+                and _names_a_scale(update.value)
             ):
                 return True
         return self._parameter_given_scaled(call, name)
