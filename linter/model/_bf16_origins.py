@@ -200,7 +200,7 @@ class ModuleConstants:
                 # Module-level names are counted over the whole module, as before.
                 counts[(None, name)] = counts.get((None, name), 0) + 1
                 value = node.value
-                if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]
+                if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]  # parent.get(None) is None, a node with no parent
                     values[(None, name)] = value
                     continue
                 function = index.enclosing_function(node)
@@ -329,7 +329,7 @@ class ModuleConstants:
                 callee = func.value if isinstance(func, cst.Name) else None
                 if isinstance(func, cst.Attribute):
                     callee = func.attr.value
-                function = functions.get(callee)  # type: ignore[arg-type]
+                function = functions.get(callee)  # type: ignore[arg-type]  # get(None) is None: a call that is no name
                 if function is None:
                     continue
                 names = [
@@ -339,11 +339,11 @@ class ModuleConstants:
                     names = names[1:]
                 for arg in call.args:
                     if arg.star:
-                        passed.update((callee, n) for n in names)  # type: ignore[misc]
+                        passed.update((callee, n) for n in names)  # type: ignore[misc]  # callee is a str here: functions.get found it
                     elif arg.keyword is not None:
-                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]
+                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]  # callee is a str here: functions.get found it
                 positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)
-                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]
+                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]  # callee is a str here: functions.get found it
             self._passed = passed
         return self._passed
 
@@ -461,7 +461,7 @@ class Bf16Origins:
         declared = self._constants.describe(name_node) if name_node is not None else None
         where = f" (the default of {declared})" if declared else ""
         return Bf16Origin(
-            name_node,  # type: ignore[arg-type]
+            name_node,  # type: ignore[arg-type]  # a checkpoint name was found, so name_node is set
             f"loads `{checkpoint}`{where}, a {family.name} checkpoint pretrained in bfloat16",
             family,
             "family",
@@ -615,7 +615,7 @@ class Bf16Origins:
         for scope in (function, None):
             if scope is None and parameter is not None:
                 # A parameter shadows the global: the callers say what it holds.
-                return self._argument_origin(function, name, parameter)  # type: ignore[arg-type]
+                return self._argument_origin(function, name, parameter)  # type: ignore[arg-type]  # a parameter was found, so function is set
             # A function body runs after the module-level code that binds its globals.
             limit = len(self._index.order) if scope is None and function is not None else order
             found: Bf16Origin | None = None
@@ -696,7 +696,7 @@ class Bf16Origins:
         return [
             call
             for call in self._index.calls_named("." + function.name.value)
-            if dotted_name(call.func.value) == "self"  # type: ignore[attr-defined]
+            if dotted_name(call.func.value) == "self"  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
             and self._index.enclosing_class(call) is cls
         ]
 
@@ -734,13 +734,13 @@ class Bf16Origins:
     def _bind_part_cast(self, cast: cst.Call, origin: Bf16Origin | None) -> None:
         """``model[0].half()``, ``model.encoder.half()``: the models holding the part now hold
         fp16 parameters (an fp32 part cast, ``model.head.float()``, ends that)."""
-        method = cast.func.attr.value  # type: ignore[attr-defined]
+        method = cast.func.attr.value  # type: ignore[attr-defined]  # callers pass `<part>.<cast>(...)` calls
         if method == "to" and self.cast_dtype(cast) is None:
             return  # `.to(device)` leaves the dtype as it was
         if origin is not None:
             code = self._index.module.code_for_node(cast)
             origin = Bf16Origin(cast, f"cast to float16 in part (`{code}`)", kind="cast")
-        node = cast.func.value  # type: ignore[attr-defined]
+        node = cast.func.value  # type: ignore[attr-defined]  # callers pass `<part>.<cast>(...)` calls
         while isinstance(node, cst.Attribute | cst.Subscript):
             node = node.value
             name = dotted_name(node)
@@ -760,15 +760,15 @@ class Bf16Origins:
         for node in events:
             if isinstance(node, cst.Call):
                 func = node.func
-                if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]
+                if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]  # events keeps only attribute calls
                     # nn.Module casts in place: `model.half()` makes `model` itself fp16.
                     origin = self.of_expression(node, node)
-                    self._bind(func.value, origin, node)  # type: ignore[attr-defined]
+                    self._bind(func.value, origin, node)  # type: ignore[attr-defined]  # events keeps only attribute calls
                     if self.target == FP16:
                         self._bind_part_cast(node, origin)
                 continue
-            value = node.value  # type: ignore[attr-defined]
-            for target in (t.target for t in node.targets):  # type: ignore[attr-defined]
+            value = node.value  # type: ignore[attr-defined]  # the other events are cst.Assign nodes
+            for target in (t.target for t in node.targets):  # type: ignore[attr-defined]  # the other events are cst.Assign nodes
                 if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Call):
                     name = dotted_name(value.func)
                     if name is not None and last_part(name) == "prepare":

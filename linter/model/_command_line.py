@@ -87,7 +87,7 @@ class DeclaredSettings:
         for node in index.nodes(cst.AnnAssign):
             if index.enclosing_function(node) is not None:
                 continue
-            if not isinstance(index.parent.get(index.parent.get(node)), cst.IndentedBlock):  # type: ignore[arg-type]
+            if not isinstance(index.parent.get(index.parent.get(node)), cst.IndentedBlock):  # type: ignore[arg-type]  # parent.get(None) is None, a node with no parent
                 continue
             name = dotted_name(node.target)
             value = node.value

@@ -373,7 +373,7 @@ class Fp16Sites:
         for method in ("step", "unscale_"):
             for call in self.index.calls_named("." + method):
                 arg = positional(call, 0)
-                if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]
+                if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
                     steps.setdefault(dotted_name(arg.value), call)
         for node in self.index.nodes(cst.Assign):
             for target in node.targets:
@@ -417,7 +417,7 @@ class Fp16Sites:
                 continue
             seen.add(name)
             for node in self._fillers(name, function, at):
-                source = node.iter if isinstance(node, cst.For) else node.value  # type: ignore[attr-defined]
+                source = node.iter if isinstance(node, cst.For) else node.value  # type: ignore[attr-defined]  # a filler that is no loop is an assignment
                 found = found or self.model_in(source, node)
                 pending |= _holder_names(source)
         return found
@@ -437,7 +437,7 @@ class Fp16Sites:
         ]
         fillers: list[cst.CSTNode] = assigns[-1:]
         for append in self.index.calls_named(".append"):
-            receiver = append.func.value  # type: ignore[attr-defined]
+            receiver = append.func.value  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
             if (
                 name in _holder_names(receiver)
                 and self.index.order[append] < order

@@ -135,10 +135,10 @@ def _contradict(a: Fact, b: Fact) -> bool:
         return a.value == b.value
     equal, member = (a, b) if a.relation == "==" else (b, a)
     if equal.relation == "==" and member.relation in ("in", "not in"):
-        inside = equal.value in member.value  # type: ignore[operator]
+        inside = equal.value in member.value  # type: ignore[operator]  # Fact.value is object; an `in` fact holds a tuple
         return inside != (member.relation == "in")
     if a.relation == "in" and b.relation == "in":
-        return not set(a.value) & set(b.value)  # type: ignore[call-overload]
+        return not set(a.value) & set(b.value)  # type: ignore[call-overload]  # Fact.value is object; both `in` facts hold tuples
     return False
 
 

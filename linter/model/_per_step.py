@@ -646,7 +646,7 @@ class PerStepAnalysis:
         calls = []
         family = self._family(cls)
         for call in self._index.calls_named("." + name):
-            receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
+            receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
             if receiver in ("self", "cls"):
                 if self._index.enclosing_class(call) in family:
                     calls.append(call)

@@ -225,7 +225,7 @@ class ScalerLifetimes:
     ) -> cst.Call | None:
         """The first use of the scaler in the creating iteration, when it serves only that
         one: no ``update()`` (or, without one, no ``step()``) in a loop nested in the unit."""
-        uses = list(self._uses(unit.body, names, creation, 0, False))  # type: ignore[attr-defined]
+        uses = list(self._uses(unit.body, names, creation, 0, False))  # type: ignore[attr-defined]  # _unit gives a loop or function, which has a body
         markers = [u for u in uses if u.method == "update"] or [
             u for u in uses if u.method == "step"
         ]

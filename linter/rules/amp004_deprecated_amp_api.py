@@ -141,7 +141,7 @@ def _uses(module: cst.Module, aliases: ImportAliases) -> list[Use]:
 
 
 def _keyword(name: str, value: cst.BaseExpression, comma: object) -> cst.Arg:
-    return cst.Arg(value=value, keyword=cst.Name(name), equal=_NO_SPACE, comma=comma)  # type: ignore[arg-type]
+    return cst.Arg(value=value, keyword=cst.Name(name), equal=_NO_SPACE, comma=comma)  # type: ignore[arg-type]  # comma is the call's own Comma or MaybeSentinel
 
 
 def _new_args(call: cst.Call | None, spec: Replacement) -> tuple[cst.Arg, ...] | None:

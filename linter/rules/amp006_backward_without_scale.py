@@ -668,7 +668,7 @@ class _Query:
         for call in self._index.calls_named(".scale"):
             if not (
                 self._index.enclosing_function(call) is function
-                and self._model.receivers.looks_like(call.func.value)  # type: ignore[attr-defined]
+                and self._model.receivers.looks_like(call.func.value)  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
                 and len(call.args) == 1
                 and code(call.args[0].value).strip() == text
                 and self._index.order[call] < self._index.order[backward.call]
