@@ -16,7 +16,7 @@ Everything else that enters an autocast — ``accelerator.autocast()``, a helper
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -171,7 +171,9 @@ class ModuleAutocasts:
             return found
         return self._only_value(node, lambda value: self._static_string(value, depth + 1))
 
-    def _only_value(self, node: cst.BaseExpression, evaluate) -> str | None:
+    def _only_value(
+        self, node: cst.BaseExpression, evaluate: Callable[[cst.BaseExpression], str | None]
+    ) -> str | None:
         """What every binding of the name ``node`` in this file evaluates to, when they all
         agree; None for a name bound where the file cannot see the value (a parameter, a loop
         target) or never bound here (``args.dtype``)."""
@@ -186,7 +188,8 @@ class ModuleAutocasts:
             return evaluate(value) if value is not None else None
         if not values or any(value is None for value in values):
             return None
-        results = {evaluate(value) for value in values}
+        # No value is None (checked above); the `if` says so to mypy.
+        results = {evaluate(value) for value in values if value is not None}
         return results.pop() if len(results) == 1 else None
 
     def _bound_values(self) -> dict[str, list[cst.BaseExpression | None]]:

@@ -351,6 +351,9 @@ class ModuleConstants:
 #: Words a function of another module must mention for its returned model's dtype to matter.
 _MODEL_WORDS = ("half", "float16", "bfloat16", "from_pretrained")
 
+#: `Bf16Origins`' bindings: (scope, dotted name) -> (source rank, binding node, origin or None).
+_Bindings = dict[tuple[cst.CSTNode | None, str], list[tuple[float, cst.CSTNode, Bf16Origin | None]]]
+
 
 class Bf16Origins:
     """bf16 origins of the models in one module."""
@@ -373,12 +376,9 @@ class Bf16Origins:
         self._extra_families = extra_families
         #: (scope, dotted name) -> (source rank, binding node, origin or None) in source order;
         #: the scope is the function for plain names, the class for ``self.x``.
-        self._bindings: dict[
-            tuple[cst.CSTNode | None, str], list[tuple[float, cst.CSTNode, Bf16Origin | None]]
-        ]
-        self._bindings = {}
+        self._bindings: _Bindings = {}
         #: The previous pass's final bindings, read when following arguments to parameters.
-        self._settled: dict | None = None
+        self._settled: _Bindings | None = None
         self._resolving: set[cst.FunctionDef] = set()
         self._functions: dict[str, list[cst.FunctionDef]] | None = None
         self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None

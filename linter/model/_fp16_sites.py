@@ -366,7 +366,9 @@ class Fp16Sites:
                     requires=requires,
                 )
 
-    def _model_behind_scaler(self, scaler: str):
+    def _model_behind_scaler(
+        self, scaler: str
+    ) -> tuple[str, Bf16Origin, tuple[tuple[cst.CSTNode, str], ...]] | None:
         """The model whose optimizer ``<scaler>.step(optimizer)`` (or ``unscale_``) steps, its
         origin, and the (optimizer, step) sites that tie them together."""
         steps: dict[str | None, cst.Call] = {}
@@ -394,7 +396,9 @@ class Fp16Sites:
                         return (*found, through)
         return None
 
-    def _optimized_model(self, value: cst.BaseExpression, at: cst.CSTNode):
+    def _optimized_model(
+        self, value: cst.BaseExpression, at: cst.CSTNode
+    ) -> tuple[str, Bf16Origin] | None:
         """The model whose parameters an optimizer expression holds: ``Adam(model.parameters())``
         or through the names its parameter argument reads, as the same function last filled
         them before (``params = filter(..., model.parameters())``, ``named =

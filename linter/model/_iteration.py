@@ -396,7 +396,7 @@ class TrainingIterations:
         return None
 
     def _events_under(
-        self, scope: cst.CSTNode, via: cst.Call | None, depth: int, seen: frozenset
+        self, scope: cst.CSTNode, via: cst.Call | None, depth: int, seen: frozenset[cst.CSTNode]
     ) -> Iterator[Event]:
         function = scope if isinstance(scope, cst.FunctionDef) else None
         for call in self._calls_in(scope):

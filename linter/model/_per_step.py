@@ -471,7 +471,9 @@ class PerStepAnalysis:
     def _line(self, node: cst.CSTNode) -> int:
         return self._context.line_and_column(node)[0]
 
-    def _reason(self, node: cst.CSTNode, depth: int, visiting: frozenset) -> str | None:
+    def _reason(
+        self, node: cst.CSTNode, depth: int, visiting: frozenset[cst.FunctionDef]
+    ) -> str | None:
         loop: cst.For | cst.While | None = None
         function: cst.FunctionDef | None = None
         child = node
