@@ -429,7 +429,11 @@ def fix_document(
         candidates = [
             d
             for d in report.diagnostics
-            if mode.applies(d) and current.fix_fits(d.fix) and _identity(d) not in given_up
+            # `applies` has checked the fix is there; `is not None` says so to mypy.
+            if mode.applies(d)
+            and d.fix is not None
+            and current.fix_fits(d.fix)
+            and _identity(d) not in given_up
         ]
         batch = _non_overlapping(candidates)
         if not batch:
@@ -484,7 +488,7 @@ def _try_fixes(
     project: Project | None = None,
 ) -> tuple[Document, FileReport, str | None]:
     """The document with ``batch`` applied, its lint report, and why it is unusable (if so)."""
-    trial = current.apply([edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]
+    trial = current.apply([edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]  # a batch holds only diagnostics with a fix
     try:
         cst.parse_module(trial.text)
     except Exception:
@@ -504,7 +508,7 @@ def _still_reported(
 ) -> list[Diagnostic]:
     """Fixed findings that the re-lint still reports at the same (shifted) place."""
     old, new = LineIndex(before.text), LineIndex(after.text)
-    spans = edit_spans(old, [edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]
+    spans = edit_spans(old, [edit for d in batch for edit in d.fix.edits])  # type: ignore[union-attr]  # a batch holds only diagnostics with a fix
     remaining = {(d.code, d.line, d.column) for d in report.diagnostics}
     return [
         d
@@ -516,7 +520,7 @@ def _still_reported(
 def _non_overlapping(candidates: Sequence[Diagnostic]) -> list[Diagnostic]:
     chosen: list[Diagnostic] = []
     for diagnostic in candidates:
-        if not any(overlaps(diagnostic.fix, kept.fix) for kept in chosen):  # type: ignore[arg-type]
+        if not any(overlaps(diagnostic.fix, kept.fix) for kept in chosen):  # type: ignore[arg-type]  # candidates hold only diagnostics with a fix
             chosen.append(diagnostic)
     return chosen
 

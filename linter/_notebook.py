@@ -300,7 +300,8 @@ def _is_python(document: dict[str, Any]) -> bool:
     for key, field in (("language_info", "name"), ("kernelspec", "language")):
         info = metadata.get(key)
         if isinstance(info, dict) and isinstance(info.get(field), str):
-            return info[field].lower() == "python"
+            language: str = info[field]
+            return language.lower() == "python"
     return True
 
 

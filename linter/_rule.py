@@ -118,10 +118,11 @@ class ModuleContext:
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Source range of ``node`` (1-based lines, 0-based columns, as libcst gives them); a
         node grafted from another module is placed at the call it was grafted under."""
+        positions: Mapping[cst.CSTNode, CodeRange] = self.resolve(PositionProvider)
         site = self.foreign.get(node)
         if site is not None:
-            return self.resolve(PositionProvider)[site.via]
-        return self.resolve(PositionProvider)[node]
+            return positions[site.via]
+        return positions[node]
 
     def line_and_column(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of a call, loop or function (its ``def``) without position

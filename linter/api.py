@@ -144,8 +144,16 @@ def lint_source(
     syntax errors go unreported. A ``path`` ending in ``.ipynb`` reads ``source`` as a notebook.
     """
     if fix:
-        options = {"select": select, "ignore": ignore, "settings": settings, "rules": rules}
-        return fix_source(source, path, unsafe_fixes=unsafe_fixes, project=project, **options).text
+        return fix_source(
+            source,
+            path,
+            select=select,
+            ignore=ignore,
+            settings=settings,
+            rules=rules,
+            unsafe_fixes=unsafe_fixes,
+            project=project,
+        ).text
     plan = _Plan.build(settings, select=select, ignore=ignore, rules=rules)
     data = _encoded(source)
     around = _buffer_project(plan, path, data) if project else None

@@ -328,8 +328,8 @@ def _run(args: argparse.Namespace) -> int:
         out.write(report)
     for note in result.notes:
         print(f"amp-lint: note: {note}", file=sys.stderr)
-    for error in result.errors:
-        print(format_error(error), file=sys.stderr)
+    for failure in result.errors:
+        print(format_error(failure), file=sys.stderr)
     if args.format == "text" and not args.quiet:
         if args.fix_only:
             fixed = len(result.fixed)

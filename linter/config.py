@@ -181,7 +181,9 @@ def _read_bytes(path: Path) -> bytes:
 
 def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        # Annotated: under Python 3.10 it is tomli, which the type check may not have installed.
+        parsed: dict[str, Any] = tomllib.loads(data.decode("utf-8"))
+        return parsed
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
 

@@ -16,8 +16,9 @@ Everything else that enters an autocast — ``accelerator.autocast()``, a helper
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
@@ -61,6 +62,7 @@ _QUERY_PREFIXES = ("is_", "get_", "set_", "clear_")
 
 #: Bindings besides ``=``: a name bound by one of these holds a value the file does not show.
 _OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
+_OtherBinding = cst.AugAssign | cst.For | cst.AsName | cst.NamedExpr | cst.CompFor
 
 #: How many names deep a dtype is followed (``A = B``, ``B = torch.bfloat16``).
 _DEPTH = 3
@@ -169,7 +171,9 @@ class ModuleAutocasts:
             return found
         return self._only_value(node, lambda value: self._static_string(value, depth + 1))
 
-    def _only_value(self, node: cst.BaseExpression, evaluate) -> str | None:
+    def _only_value(
+        self, node: cst.BaseExpression, evaluate: Callable[[cst.BaseExpression], str | None]
+    ) -> str | None:
         """What every binding of the name ``node`` in this file evaluates to, when they all
         agree; None for a name bound where the file cannot see the value (a parameter, a loop
         target) or never bound here (``args.dtype``)."""
@@ -178,12 +182,14 @@ class ModuleAutocasts:
         if values is None and name is not None:
             # Not bound here: a constant of another module of the project (`config.AMP_DTYPE`).
             context = self._index.context
-            project = context.project if context is not None else None
-            value = project.constant(context, name) if project is not None else None
+            if context is None or context.project is None:
+                return None
+            value = context.project.constant(context, name)
             return evaluate(value) if value is not None else None
         if not values or any(value is None for value in values):
             return None
-        results = {evaluate(value) for value in values}
+        # No value is None (checked above); the `if` says so to mypy.
+        results = {evaluate(value) for value in values if value is not None}
         return results.pop() if len(results) == 1 else None
 
     def _bound_values(self) -> dict[str, list[cst.BaseExpression | None]]:
@@ -195,13 +201,17 @@ class ModuleAutocasts:
                     for name, value in _targets(target.target, assign.value):
                         values.setdefault(name, []).append(value)
             for ann in self._index.nodes(cst.AnnAssign):
-                name = dotted_name(ann.target)
-                if name is not None:
-                    values.setdefault(name, []).append(ann.value)
-            others = [node for kind in _OTHER_BINDINGS for node in self._index.nodes(kind)]
+                annotated = dotted_name(ann.target)
+                if annotated is not None:
+                    values.setdefault(annotated, []).append(ann.value)
+            # A loop over a tuple of kinds widens each to CSTNode; the nodes are those kinds.
+            others = cast(
+                "list[_OtherBinding]",
+                [node for kind in _OTHER_BINDINGS for node in self._index.nodes(kind)],
+            )
             for node in others:
-                target = node.name if isinstance(node, cst.AsName) else node.target
-                for name, _value in _targets(target, None):
+                bound = node.name if isinstance(node, cst.AsName) else node.target
+                for name, _value in _targets(bound, None):
                     values.setdefault(name, []).append(None)
             for function in self._index.nodes(cst.FunctionDef):
                 params = function.params

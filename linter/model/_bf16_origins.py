@@ -193,14 +193,14 @@ class ModuleConstants:
         values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         any_values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
         for node in index.nodes(cst.Assign):
-            for target in node.targets:  # type: ignore[attr-defined]
+            for target in node.targets:
                 name = dotted_name(target.target)
                 if name is None:
                     continue
                 # Module-level names are counted over the whole module, as before.
                 counts[(None, name)] = counts.get((None, name), 0) + 1
-                value = node.value  # type: ignore[attr-defined]
-                if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]
+                value = node.value
+                if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]  # parent.get(None) is None, a node with no parent
                     values[(None, name)] = value
                     continue
                 function = index.enclosing_function(node)
@@ -264,9 +264,9 @@ class ModuleConstants:
             values = set()
             found: cst.BaseExpression | None = None
             for call in self._index.nodes(cst.Call):
-                if dotted_name(call.func) != callee:  # type: ignore[attr-defined]
+                if dotted_name(call.func) != callee:
                     continue
-                arg = keyword(call, name) or positional(call, position)  # type: ignore[arg-type]
+                arg = keyword(call, name) or positional(call, position)
                 if arg is None:
                     continue
                 resolved = self.resolve(arg.value)
@@ -322,17 +322,14 @@ class ModuleConstants:
     def _passed_parameters(self) -> set[tuple[str, str]]:
         """(function name, parameter) pairs some call of this module may pass a value to."""
         if self._passed is None:
-            functions = {
-                f.name.value: f  # type: ignore[attr-defined]
-                for f in self._index.nodes(cst.FunctionDef)
-            }
+            functions = {f.name.value: f for f in self._index.nodes(cst.FunctionDef)}
             passed: set[tuple[str, str]] = set()
             for call in self._index.nodes(cst.Call):
-                func = call.func  # type: ignore[attr-defined]
+                func = call.func
                 callee = func.value if isinstance(func, cst.Name) else None
                 if isinstance(func, cst.Attribute):
                     callee = func.attr.value
-                function = functions.get(callee)  # type: ignore[arg-type]
+                function = functions.get(callee)  # type: ignore[arg-type]  # get(None) is None: a call that is no name
                 if function is None:
                     continue
                 names = [
@@ -340,19 +337,22 @@ class ModuleConstants:
                 ]
                 if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
                     names = names[1:]
-                for arg in call.args:  # type: ignore[attr-defined]
+                for arg in call.args:
                     if arg.star:
-                        passed.update((callee, n) for n in names)  # type: ignore[misc]
+                        passed.update((callee, n) for n in names)  # type: ignore[misc]  # callee is a str here: functions.get found it
                     elif arg.keyword is not None:
-                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]
-                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)  # type: ignore[attr-defined]
-                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]
+                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]  # callee is a str here: functions.get found it
+                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)
+                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]  # callee is a str here: functions.get found it
             self._passed = passed
         return self._passed
 
 
 #: Words a function of another module must mention for its returned model's dtype to matter.
 _MODEL_WORDS = ("half", "float16", "bfloat16", "from_pretrained")
+
+#: `Bf16Origins`' bindings: (scope, dotted name) -> (source rank, binding node, origin or None).
+_Bindings = dict[tuple[cst.CSTNode | None, str], list[tuple[float, cst.CSTNode, Bf16Origin | None]]]
 
 
 class Bf16Origins:
@@ -376,12 +376,9 @@ class Bf16Origins:
         self._extra_families = extra_families
         #: (scope, dotted name) -> (source rank, binding node, origin or None) in source order;
         #: the scope is the function for plain names, the class for ``self.x``.
-        self._bindings: dict[
-            tuple[cst.CSTNode | None, str], list[tuple[int, cst.CSTNode, Bf16Origin | None]]
-        ]
-        self._bindings = {}
+        self._bindings: _Bindings = {}
         #: The previous pass's final bindings, read when following arguments to parameters.
-        self._settled: dict | None = None
+        self._settled: _Bindings | None = None
         self._resolving: set[cst.FunctionDef] = set()
         self._functions: dict[str, list[cst.FunctionDef]] | None = None
         self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None
@@ -435,9 +432,9 @@ class Bf16Origins:
                 return DtypeArgument(found, name, found.value)
         for arg in call.args:
             if arg.star == "**":
-                found = self._dict_entry(self._constants.bound_value(arg.value))
-                if found is not None:
-                    return found
+                entry = self._dict_entry(self._constants.bound_value(arg.value))
+                if entry is not None:
+                    return entry
         return None
 
     def _dict_entry(self, value: cst.BaseExpression | None) -> DtypeArgument | None:
@@ -451,7 +448,7 @@ class Bf16Origins:
                 if isinstance(element, cst.DictElement):
                     key = string_value(element.key)
                     if key in _DTYPE_KEYWORDS:
-                        return DtypeArgument(element, key, element.value)  # type: ignore[arg-type]
+                        return DtypeArgument(element, key, element.value)
         return None
 
     def family_origin(self, name_node: cst.BaseExpression | None) -> Bf16Origin | None:
@@ -464,7 +461,7 @@ class Bf16Origins:
         declared = self._constants.describe(name_node) if name_node is not None else None
         where = f" (the default of {declared})" if declared else ""
         return Bf16Origin(
-            name_node,  # type: ignore[arg-type]
+            name_node,  # type: ignore[arg-type]  # a checkpoint name was found, so name_node is set
             f"loads `{checkpoint}`{where}, a {family.name} checkpoint pretrained in bfloat16",
             family,
             "family",
@@ -558,14 +555,13 @@ class Bf16Origins:
         in ``models.py`` that loads a bf16 checkpoint or calls ``.half()``), read by the same
         analysis run over that function alone; its nodes map to the other file."""
         context = self._index.context
-        project = context.project if context is not None else None
-        if project is None or call in context.foreign:  # type: ignore[union-attr]
+        if context is None or context.project is None or call in context.foreign:
             return None
-        grafted = project.graft(context, call, _MODEL_WORDS)
+        grafted = context.project.graft(context, call, _MODEL_WORDS)
         if grafted is None:
             return None
         if grafted not in self._foreign:
-            site = context.foreign[grafted]  # type: ignore[union-attr]
+            site = context.foreign[grafted]
             alone = ModuleIndex(site.module)
             self._foreign[grafted] = Bf16Origins(
                 alone,
@@ -594,7 +590,7 @@ class Bf16Origins:
             for statement in self._index.nodes(cst.Return):
                 owner = self._index.enclosing_function(statement)
                 if owner is not None:
-                    self._returns.setdefault(owner, []).append(statement)  # type: ignore[arg-type]
+                    self._returns.setdefault(owner, []).append(statement)
         return self._returns.get(function, [])
 
     def _callees(self, call: cst.Call) -> list[cst.FunctionDef]:
@@ -603,7 +599,7 @@ class Bf16Origins:
         if self._functions is None:
             self._functions = {}
             for function in self._index.nodes(cst.FunctionDef):
-                self._functions.setdefault(function.name.value, []).append(function)  # type: ignore[attr-defined]
+                self._functions.setdefault(function.name.value, []).append(function)
         func = call.func
         if isinstance(func, cst.Name):
             return [
@@ -631,7 +627,7 @@ class Bf16Origins:
         for scope in (function, None):
             if scope is None and parameter is not None:
                 # A parameter shadows the global: the callers say what it holds.
-                return self._argument_origin(function, name, parameter)  # type: ignore[arg-type]
+                return self._argument_origin(function, name, parameter)  # type: ignore[arg-type]  # a parameter was found, so function is set
             # A function body runs after the module-level code that binds its globals.
             limit = len(self._index.order) if scope is None and function is not None else order
             found: Bf16Origin | None = None
@@ -652,7 +648,7 @@ class Bf16Origins:
         name: str,
         at: cst.CSTNode,
         function: cst.FunctionDef | None,
-        order: int,
+        order: float,
         enclosing: set[cst.CSTNode],
     ) -> Bf16Origin | None:
         """``self.x``: the last binding before ``at`` in its own method; else one from another
@@ -712,7 +708,7 @@ class Bf16Origins:
         return [
             call
             for call in self._index.calls_named("." + function.name.value)
-            if dotted_name(call.func.value) == "self"  # type: ignore[attr-defined]
+            if dotted_name(call.func.value) == "self"  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
             and self._index.enclosing_class(call) is cls
         ]
 
@@ -750,13 +746,13 @@ class Bf16Origins:
     def _bind_part_cast(self, cast: cst.Call, origin: Bf16Origin | None) -> None:
         """``model[0].half()``, ``model.encoder.half()``: the models holding the part now hold
         fp16 parameters (an fp32 part cast, ``model.head.float()``, ends that)."""
-        method = cast.func.attr.value  # type: ignore[attr-defined]
+        method = cast.func.attr.value  # type: ignore[attr-defined]  # callers pass `<part>.<cast>(...)` calls
         if method == "to" and self.cast_dtype(cast) is None:
             return  # `.to(device)` leaves the dtype as it was
         if origin is not None:
             code = self._index.module.code_for_node(cast)
             origin = Bf16Origin(cast, f"cast to float16 in part (`{code}`)", kind="cast")
-        node = cast.func.value  # type: ignore[attr-defined]
+        node = cast.func.value  # type: ignore[attr-defined]  # callers pass `<part>.<cast>(...)` calls
         while isinstance(node, cst.Attribute | cst.Subscript):
             node = node.value
             name = dotted_name(node)
@@ -770,21 +766,21 @@ class Bf16Origins:
             call
             for call in self._index.nodes(cst.Call)
             if isinstance(self._index.parent.get(call), cst.Expr)
-            and isinstance(call.func, cst.Attribute)  # type: ignore[attr-defined]
+            and isinstance(call.func, cst.Attribute)
         ]
         events.sort(key=self._index.order.__getitem__)
         for node in events:
             if isinstance(node, cst.Call):
                 func = node.func
-                if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]
+                if func.attr.value in _IN_PLACE_CASTS:  # type: ignore[attr-defined]  # events keeps only attribute calls
                     # nn.Module casts in place: `model.half()` makes `model` itself fp16.
                     origin = self.of_expression(node, node)
-                    self._bind(func.value, origin, node)  # type: ignore[attr-defined]
+                    self._bind(func.value, origin, node)  # type: ignore[attr-defined]  # events keeps only attribute calls
                     if self.target == FP16:
                         self._bind_part_cast(node, origin)
                 continue
-            value = node.value  # type: ignore[attr-defined]
-            for target in (t.target for t in node.targets):  # type: ignore[attr-defined]
+            value = node.value  # type: ignore[attr-defined]  # the other events are cst.Assign nodes
+            for target in (t.target for t in node.targets):  # type: ignore[attr-defined]  # the other events are cst.Assign nodes
                 if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Call):
                     name = dotted_name(value.func)
                     if name is not None and last_part(name) == "prepare":

@@ -61,4 +61,4 @@ def alias_calls(index: ModuleIndex, reference: cst.BaseExpression) -> AliasCalls
     name = names[0]
     key = name if "." not in name else "." + last_part(name)
     calls = tuple(call for call in index.calls_named(key) if dotted_name(call.func) == name)
-    return AliasCalls(name, value, calls, partial)  # type: ignore[arg-type]
+    return AliasCalls(name, value, calls, partial)

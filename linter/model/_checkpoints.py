@@ -31,12 +31,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import libcst as cst
 
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import ModuleIndex, descendants, walk
 from linter.model._scaler_receivers import ScalerReceivers
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 #: Callee names that save an object to a file (``torch.save``, ``save_on_master``,
 #: ``atomic_save``...; not the hooks around a save, ``before_save``), and the savers of other
@@ -243,7 +246,11 @@ class Checkpoints:
         for call in self._calls(root):
             method = _method(call)
             receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
-            if method == "load_state_dict" and self._receivers.looks_like(receiver):
+            if (
+                method == "load_state_dict"
+                and receiver is not None
+                and self._receivers.looks_like(receiver)
+            ):
                 return True
             callee = dotted_name(call.func) or ""
             if RESTORER_NAME.search(last_part(callee)) and any(
@@ -382,9 +389,7 @@ def _mentions(call: cst.Call, name: str) -> bool:
     return any(isinstance(n, cst.Name) and n.value == name for n in walk(call))
 
 
-def _under(
-    scope: cst.CSTNode, index: ModuleIndex, kind: type[cst.CSTNode]
-) -> Iterator[cst.CSTNode]:
+def _under(scope: cst.CSTNode, index: ModuleIndex, kind: type[_Node]) -> Iterator[_Node]:
     """Nodes of ``kind`` directly in ``scope`` (not in functions nested in it); a function
     grafted from another module is walked, as the index does not collect its nodes."""
     nodes = index.nodes(kind) if scope is index.module else descendants(scope)

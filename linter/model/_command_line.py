@@ -68,29 +68,29 @@ class DeclaredSettings:
     def __init__(self, index: ModuleIndex) -> None:
         found: dict[str, list[Setting]] = {}
         for call in index.nodes(cst.Call):
-            func = call.func  # type: ignore[attr-defined]
+            func = call.func
             if not isinstance(func, cst.Attribute) or func.attr.value != "add_argument":
                 continue
-            dest = argument_dest(call)  # type: ignore[arg-type]
+            dest = argument_dest(call)
             if dest is None:
                 continue
-            flag = _flag_text(call) or dest  # type: ignore[arg-type]
-            default = _keyword(call, "default")  # type: ignore[arg-type]
-            action = _keyword(call, "action")  # type: ignore[arg-type]
+            flag = _flag_text(call) or dest
+            default = _keyword(call, "default")
+            action = _keyword(call, "action")
             if default is None and isinstance(action, cst.SimpleString):
                 if action.evaluated_value == "store_true":
                     default = cst.Name("False")
                 elif action.evaluated_value == "store_false":
                     default = cst.Name("True")
-            choices = _choices(_keyword(call, "choices"))  # type: ignore[arg-type]
+            choices = _choices(_keyword(call, "choices"))
             found.setdefault(dest, []).append(Setting(flag, default, choices))
         for node in index.nodes(cst.AnnAssign):
             if index.enclosing_function(node) is not None:
                 continue
-            if not isinstance(index.parent.get(index.parent.get(node)), cst.IndentedBlock):  # type: ignore[arg-type]
+            if not isinstance(index.parent.get(index.parent.get(node)), cst.IndentedBlock):  # type: ignore[arg-type]  # parent.get(None) is None, a node with no parent
                 continue
-            name = dotted_name(node.target)  # type: ignore[attr-defined]
-            value = node.value  # type: ignore[attr-defined]
+            name = dotted_name(node.target)
+            value = node.value
             if name is None or "." in name or value is None:
                 continue
             if isinstance(value, cst.Call) and dotted_name(value.func) in (

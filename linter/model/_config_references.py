@@ -529,7 +529,7 @@ class _References:
         """The config a relative path names: beside the module, else at the project root."""
         if self._folder is None or Path(spelled).is_absolute() or not spelled.strip():
             return None, ()
-        tried = []
+        tried: list[str] = []
         for base in dict.fromkeys((self._folder, self._root or self._folder)):
             try:
                 candidate = (base / spelled).resolve()

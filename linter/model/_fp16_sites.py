@@ -106,8 +106,9 @@ class Fp16Site:
     what: str
     #: How to train in bf16 instead.
     fix: str
-    #: The model it applies to (display text) and where that model became bf16.
-    model: str
+    #: The model it applies to (display text) and where that model became bf16. None where the
+    #: model is a checkpoint name held in a constant (`_trainer_model`'s ``string_value``).
+    model: str | None
     origin: Bf16Origin
     #: When the switch is on: None for always, else which runs (``when run with ...``).
     when: str | None = None
@@ -165,7 +166,7 @@ class Fp16Sites:
         self.context = context
         self.index = module_index(context)
         self.aliases = ImportAliases(
-            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)  # type: ignore[arg-type]
+            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)
         )
         settings = DeclaredSettings(self.index)
         self.paths = path_facts(self.index)
@@ -178,7 +179,7 @@ class Fp16Sites:
             target,
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
-        self.calls: list[cst.Call] = self.index.nodes(cst.Call)  # type: ignore[assignment]
+        self.calls: list[cst.Call] = self.index.nodes(cst.Call)
         #: Whether GradScalers enabled by a runtime flag make sites (see `Fp16Site.requires`).
         self.runtime_flags = runtime_flags
 
@@ -197,7 +198,9 @@ class Fp16Sites:
                 return True
         return False
 
-    def model_in(self, expression: cst.BaseExpression, at: cst.CSTNode):
+    def model_in(
+        self, expression: cst.BaseExpression, at: cst.CSTNode
+    ) -> tuple[str, Bf16Origin] | None:
         """The first bf16 model mentioned in ``expression`` (``model``, ``model.parameters()``)."""
         for node in (expression, *descendants(expression)):
             if not isinstance(node, cst.Name | cst.Attribute | cst.Call):
@@ -271,26 +274,26 @@ class Fp16Sites:
             return None
         function = self.index.enclosing_function(with_node)
         for assign in self.index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             if (
                 isinstance(value, cst.Call)
                 and self.qualified(value.func) in AUTOCAST
                 and self.index.enclosing_function(assign) is function
-                and any(dotted_name(t.target) == item.value for t in assign.targets)  # type: ignore[attr-defined]
+                and any(dotted_name(t.target) == item.value for t in assign.targets)
             ):
                 return value
         return None
 
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
-            for item in with_node.items:  # type: ignore[attr-defined]
+            for item in with_node.items:
                 call = self._autocast_call(item.item, with_node)
                 if call is None or self._autocast_dtype(call) != FP16:
                     continue
                 enabled = self._enabled(call)
                 if enabled is None:
                     continue
-                found = self._model_run_in(with_node.body)  # type: ignore[attr-defined]
+                found = self._model_run_in(with_node.body)
                 if found is None:
                     continue
                 what = "fp16 autocast"
@@ -305,7 +308,7 @@ class Fp16Sites:
                     enabled.facts,
                 )
 
-    def _model_run_in(self, body: cst.CSTNode):
+    def _model_run_in(self, body: cst.CSTNode) -> tuple[str, Bf16Origin] | None:
         for node in descendants(body):
             if not isinstance(node, cst.Call):
                 continue
@@ -316,7 +319,7 @@ class Fp16Sites:
                 if isinstance(candidate, cst.Name | cst.Attribute):
                     name = dotted_name(candidate)
                     origin = self.origins.of_name(name, node) if name else None
-                    if origin is not None:
+                    if name and origin is not None:
                         return name, origin
         return None
 
@@ -365,26 +368,28 @@ class Fp16Sites:
                     requires=requires,
                 )
 
-    def _model_behind_scaler(self, scaler: str):
+    def _model_behind_scaler(
+        self, scaler: str
+    ) -> tuple[str, Bf16Origin, tuple[tuple[cst.CSTNode, str], ...]] | None:
         """The model whose optimizer ``<scaler>.step(optimizer)`` (or ``unscale_``) steps, its
         origin, and the (optimizer, step) sites that tie them together."""
         steps: dict[str | None, cst.Call] = {}
         for method in ("step", "unscale_"):
             for call in self.index.calls_named("." + method):
                 arg = positional(call, 0)
-                if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]
+                if arg is not None and dotted_name(call.func.value) == scaler:  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
                     steps.setdefault(dotted_name(arg.value), call)
         for node in self.index.nodes(cst.Assign):
-            for target in node.targets:  # type: ignore[attr-defined]
+            for target in node.targets:
                 optimizer = dotted_name(target.target)
                 if optimizer in steps:
                     step = steps[optimizer]
-                    found = self._optimized_model(node.value, node)  # type: ignore[attr-defined]
+                    found = self._optimized_model(node.value, node)
                     if found is None and self.index.enclosing_function(
                         step
                     ) is self.index.enclosing_function(node):
                         # Cast in place after the optimizer was built, before it steps.
-                        found = self.model_in(node.value, step)  # type: ignore[attr-defined]
+                        found = self.model_in(node.value, step)
                     if found is not None:
                         through = (
                             (node, f"`{optimizer}` trains its parameters"),
@@ -393,7 +398,9 @@ class Fp16Sites:
                         return (*found, through)
         return None
 
-    def _optimized_model(self, value: cst.BaseExpression, at: cst.CSTNode):
+    def _optimized_model(
+        self, value: cst.BaseExpression, at: cst.CSTNode
+    ) -> tuple[str, Bf16Origin] | None:
         """The model whose parameters an optimizer expression holds: ``Adam(model.parameters())``
         or through the names its parameter argument reads, as the same function last filled
         them before (``params = filter(..., model.parameters())``, ``named =
@@ -416,7 +423,7 @@ class Fp16Sites:
                 continue
             seen.add(name)
             for node in self._fillers(name, function, at):
-                source = node.iter if isinstance(node, cst.For) else node.value  # type: ignore[attr-defined]
+                source = node.iter if isinstance(node, cst.For) else node.value  # type: ignore[attr-defined]  # a filler that is no loop is an assignment
                 found = found or self.model_in(source, node)
                 pending |= _holder_names(source)
         return found
@@ -427,16 +434,16 @@ class Fp16Sites:
         """What last filled ``name`` before ``at`` in ``function``: its last assignment, and the
         loops that ``append`` to it (``(rest if p.ndim < 2 else decay).append(p)`` too)."""
         order = self.index.order[at]
-        assigns = [
+        assigns: list[cst.CSTNode] = [
             node
             for node in self.index.nodes(cst.Assign)
             if self.index.order[node] < order
             and self.index.enclosing_function(node) is function
-            and any(dotted_name(t.target) == name for t in node.targets)  # type: ignore[attr-defined]
+            and any(dotted_name(t.target) == name for t in node.targets)
         ]
         fillers: list[cst.CSTNode] = assigns[-1:]
         for append in self.index.calls_named(".append"):
-            receiver = append.func.value  # type: ignore[attr-defined]
+            receiver = append.func.value  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
             if (
                 name in _holder_names(receiver)
                 and self.index.order[append] < order
@@ -475,7 +482,7 @@ class Fp16Sites:
                         origin,
                     )
 
-    def _trainer_model(self, trainer: cst.Call):
+    def _trainer_model(self, trainer: cst.Call) -> tuple[str | None, Bf16Origin] | None:
         model = keyword(trainer, "model") or positional(trainer, 0)
         if model is None:
             return None
@@ -491,7 +498,7 @@ class Fp16Sites:
                 continue
             fp16 = keyword(call, "fp16")
             switch = self.switches.truthy(fp16.value) if fp16 is not None else None
-            if switch is None:
+            if fp16 is None or switch is None:
                 continue
             bound = _assigned_name(self.index, call)
             for trainer in self.calls:
@@ -528,10 +535,10 @@ class Fp16Sites:
                 if precision is not None
                 else (SwitchOn(frozenset()) if shipped is not None else None)
             )
-            if switch is None:
+            if precision is None or switch is None:
                 continue
             bound = _assigned_name(self.index, call)
-            found = None
+            found: tuple[str, Bf16Origin] | None = None
             through: tuple[tuple[cst.CSTNode, str], ...] = ()
             for prepare in self.calls:
                 func = prepare.func
@@ -572,7 +579,7 @@ class Fp16Sites:
         return None
 
     def _lightning(self) -> Iterator[Fp16Site]:
-        classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+        classes = {c.name.value: c for c in self.index.nodes(cst.ClassDef)}
         for call in self.calls:
             name = self.qualified(call.func)
             if name is None or not name.startswith(LIGHTNING_PACKAGES):
@@ -587,7 +594,7 @@ class Fp16Sites:
             if switch is None:
                 continue
             bound = _assigned_name(self.index, call)
-            found = None
+            found: tuple[str, Bf16Origin] | None = None
             for fit in self.calls:
                 func = fit.func
                 if not (
@@ -612,7 +619,9 @@ class Fp16Sites:
                     loss_scaling=scales is not None and scales.when == switch.when,
                 )
 
-    def _lightning_model(self, value: cst.BaseExpression, at: cst.CSTNode, classes):
+    def _lightning_model(
+        self, value: cst.BaseExpression, at: cst.CSTNode, classes: dict[str, cst.ClassDef]
+    ) -> tuple[str, Bf16Origin] | None:
         """A bf16 model held by the LightningModule passed to ``fit``, or passed to it."""
         found = self.model_in(value, at)
         if found is not None:
@@ -620,19 +629,19 @@ class Fp16Sites:
         if isinstance(value, cst.Name):
             name = value.value
             for node in self.index.nodes(cst.Assign):
-                if any(dotted_name(t.target) == name for t in node.targets):  # type: ignore[attr-defined]
-                    value = node.value  # type: ignore[attr-defined]
+                if any(dotted_name(t.target) == name for t in node.targets):
+                    value = node.value
         if isinstance(value, cst.Call):
             cls = classes.get(dotted_name(value.func) or "")
             if cls is not None:
                 for node in self.index.nodes(cst.Assign):
                     if self.index.enclosing_class(node) is not cls:
                         continue
-                    for target in node.targets:  # type: ignore[attr-defined]
-                        name = dotted_name(target.target)
-                        if name and name.startswith("self."):
-                            origin = self.origins.of_expression(node.value, node)  # type: ignore[attr-defined]
+                    for target in node.targets:
+                        attribute = dotted_name(target.target)
+                        if attribute and attribute.startswith("self."):
+                            origin = self.origins.of_expression(node.value, node)
                             if origin is not None:
-                                return name, origin
+                                return attribute, origin
             return self.model_in(value, at)  # LitModule(hf_model): the model passed in
         return None

@@ -155,9 +155,9 @@ class Fp16Switches:
             for assign in self._index.nodes(cst.Assign):
                 if self._index.enclosing_function(assign) is not scope:
                     continue
-                for target in assign.targets:  # type: ignore[attr-defined]
+                for target in assign.targets:
                     if isinstance(target.target, cst.Name) and target.target.value == name.value:
-                        values.append(assign.value)  # type: ignore[attr-defined]
+                        values.append(assign.value)
             if values:
                 break
         return values[0] if len(values) == 1 else None

@@ -127,15 +127,15 @@ class Fp32Trainables:
 
     def _bound_in(self, function: cst.CSTNode | None, name: str) -> list[cst.CSTNode]:
         return [
-            assign.value  # type: ignore[attr-defined]
+            assign.value
             for assign in self._index.nodes(cst.Assign)
             if self._index.enclosing_function(assign) is function
-            and any(dotted_name(t.target) == name for t in assign.targets)  # type: ignore[attr-defined]
+            and any(dotted_name(t.target) == name for t in assign.targets)
         ]
 
     def _collect(self) -> None:
         for call in self._index.nodes(cst.Call):
-            self._adapted |= self._adapted_roots(call)  # type: ignore[arg-type]
+            self._adapted |= self._adapted_roots(call)
             func = call.func
             if not isinstance(func, cst.Attribute):
                 continue
@@ -148,13 +148,13 @@ class Fp32Trainables:
             elif receiver is not None and method == "requires_grad_" and _turns_off(call):
                 self._frozen.add(receiver)
         for assign in self._index.nodes(cst.Assign):
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is None:
                     continue
-                if name.endswith(".data") and self.copies_parameters(assign.value):  # type: ignore[attr-defined]
+                if name.endswith(".data") and self.copies_parameters(assign.value):
                     self.upcasts_parameter_data = True
-                elif name.endswith(".requires_grad") and _is_false(assign.value):  # type: ignore[attr-defined]
+                elif name.endswith(".requires_grad") and _is_false(assign.value):
                     model = self._model_iterated_for(assign)
                     if model is not None:
                         self._frozen.add(_root(model))

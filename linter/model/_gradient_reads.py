@@ -199,9 +199,9 @@ def gradient_loggers(index: ModuleIndex, aliases: ImportAliases) -> list[cst.Cal
     runs = {
         name
         for assign in index.nodes(cst.Assign)
-        if isinstance(value := assign.value, cst.Call)  # type: ignore[attr-defined]
+        if isinstance(value := assign.value, cst.Call)
         and aliases.qualify(dotted_name(value.func) or "") in _WANDB_RUN_CONSTRUCTORS
-        for target in assign.targets  # type: ignore[attr-defined]
+        for target in assign.targets
         if (name := dotted_name(target.target)) is not None
     }
     found = []

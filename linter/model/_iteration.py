@@ -292,7 +292,7 @@ class TrainingIterations:
     def _optimizer_names(self) -> set[str]:
         names = set()
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             if not isinstance(value, cst.Call):
                 continue
             callee = dotted_name(value.func)
@@ -301,7 +301,7 @@ class TrainingIterations:
                 qualified
             ):
                 continue
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is not None:
                     names.add(name)
@@ -311,13 +311,13 @@ class TrainingIterations:
         """``scaled = scaler.scale(loss)``: name -> scaler text."""
         scaled = {}
         for assign in self._index.nodes(cst.Assign):
-            value = _uncast(assign.value)  # type: ignore[attr-defined]
+            value = _uncast(assign.value)
             if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
                 continue
             if value.func.attr.value != "scale" or not self.receivers.looks_like(value.func.value):
                 continue
             scaler = dotted_name(value.func.value)
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is not None and scaler is not None:
                     scaled[name] = scaler
@@ -342,7 +342,7 @@ class TrainingIterations:
                     # A function of another module that steps: the loop here calling it is
                     # an iteration, as for a function of this module.
                     scopes.setdefault(self.scope_of(call), None)
-        frontier = [scope for scope in scopes if isinstance(scope, cst.FunctionDef)]
+        frontier: list[cst.CSTNode] = [s for s in scopes if isinstance(s, cst.FunctionDef)]
         for _ in range(MAX_CALL_DEPTH - 1):
             frontier = [
                 outer
@@ -444,7 +444,7 @@ class TrainingIterations:
         return None
 
     def _events_under(
-        self, scope: cst.CSTNode, via: cst.Call | None, depth: int, seen: frozenset
+        self, scope: cst.CSTNode, via: cst.Call | None, depth: int, seen: frozenset[cst.CSTNode]
     ) -> Iterator[Event]:
         function = scope if isinstance(scope, cst.FunctionDef) else None
         for call in self._calls_in(scope):
@@ -481,7 +481,7 @@ class TrainingIterations:
     def _functions_by_name(self) -> dict[str, list[cst.FunctionDef]]:
         functions: dict[str, list[cst.FunctionDef]] = {}
         for function in self._index.nodes(cst.FunctionDef):
-            functions.setdefault(function.name.value, []).append(function)  # type: ignore[attr-defined]
+            functions.setdefault(function.name.value, []).append(function)
         return functions
 
     def _callee(self, call: cst.Call) -> cst.FunctionDef | None:

@@ -16,6 +16,7 @@ import ast
 import textwrap
 import warnings
 from collections.abc import Mapping
+from typing import cast
 
 import libcst as cst
 
@@ -48,17 +49,22 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
     ends.clear()
     for cst_type, ast_types in _PAIRS:
         ours = index.nodes(cst_type)
+        # Every paired kind is an ast.stmt or ast.expr, the node classes that carry positions.
         theirs = sorted(
-            (node for kind in ast_types for node in found.get(kind, [])),
-            key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)),  # type: ignore[attr-defined]
+            (
+                node
+                for kind in ast_types
+                for node in cast("list[ast.stmt | ast.expr]", found.get(kind, []))
+            ),
+            key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)),
         )
         if len(ours) != len(theirs):
             return None
         for mine, other in zip(ours, theirs, strict=True):
-            line = other.lineno  # type: ignore[attr-defined]
-            positions[mine] = (line, _column(lines, line, other.col_offset) + 1)  # type: ignore[attr-defined]
+            line = other.lineno
+            positions[mine] = (line, _column(lines, line, other.col_offset) + 1)
             if cst_type is cst.FunctionDef:
-                ends[mine] = other.end_lineno or line  # type: ignore[attr-defined]
+                ends[mine] = other.end_lineno or line
     return positions
 
 

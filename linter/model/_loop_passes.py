@@ -54,7 +54,7 @@ def rebound_in(index: ModuleIndex, loop: cst.CSTNode) -> set[str]:
         if isinstance(node, cst.Assign):
             targets = [target.target for target in node.targets]
         else:
-            targets = [node.target]  # type: ignore[attr-defined]
+            targets = [node.target]
         names |= {name for target in targets if (name := dotted_name(target))}
     return names
 

@@ -172,7 +172,8 @@ class LrSchedulers:
         if any(name and ACCUMULATION_WORDS.search(name) for name in names):
             return Hold.NEVER  # the accumulation boundary runs on every optimizer step
         scheduler = dotted_name(call.func.value)  # type: ignore[attr-defined]
-        if scheduler and scheduler in {dotted_name(p) for p in walk(test)}:
+        spelled = {dotted_name(p) for p in walk(test) if isinstance(p, cst.BaseExpression)}
+        if scheduler and scheduler in spelled:
             return Hold.NEVER  # `if scheduler is not None:`
         if _is_flag(test):
             return Hold.NEVER  # `if args.use_scheduler:`: configuration, not the step's outcome

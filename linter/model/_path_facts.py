@@ -151,10 +151,10 @@ def _contradict(a: Fact, b: Fact) -> bool:
         return a.value == b.value
     equal, member = (a, b) if a.relation == "==" else (b, a)
     if equal.relation == "==" and member.relation in ("in", "not in"):
-        inside = equal.value in member.value  # type: ignore[operator]
+        inside = equal.value in member.value  # type: ignore[operator]  # Fact.value is object; an `in` fact holds a tuple
         return inside != (member.relation == "in")
     if a.relation == "in" and b.relation == "in":
-        return not set(a.value) & set(b.value)  # type: ignore[call-overload]
+        return not set(a.value) & set(b.value)  # type: ignore[call-overload]  # Fact.value is object; both `in` facts hold tuples
     return False
 
 
@@ -228,9 +228,9 @@ class PathFacts:
         setters: dict[str, list[cst.CSTNode]] = {}
         spoiled: set[str] = set()
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             literal = value.value if isinstance(value, cst.Name) else None
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is None:
                     continue
@@ -303,7 +303,7 @@ class PathFacts:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _rank(self, node: cst.CSTNode) -> int:
+    def _rank(self, node: cst.CSTNode) -> float:
         return _start(self._index, node)
 
     def _leaves_before(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
@@ -348,13 +348,13 @@ class PathFacts:
                     self._exclusive_subjects.add(frozenset(pair))
         groups: dict[str, list[str]] = {}
         for call in self._index.nodes(cst.Call):
-            func = call.func  # type: ignore[attr-defined]
+            func = call.func
             if not isinstance(func, cst.Attribute) or func.attr.value != "add_argument":
                 continue
             group = func.value
             if not isinstance(group, cst.Name) or not self._is_exclusive_group(group.value):
                 continue
-            dest = argument_dest(call)  # type: ignore[arg-type]
+            dest = argument_dest(call)
             if dest is not None:
                 groups.setdefault(group.value, []).append(dest)
         for dests in groups.values():
@@ -363,12 +363,12 @@ class PathFacts:
 
     def _is_exclusive_group(self, name: str) -> bool:
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value  # type: ignore[attr-defined]
+            value = assign.value
             if (
                 isinstance(value, cst.Call)
                 and isinstance(value.func, cst.Attribute)
                 and value.func.attr.value == "add_mutually_exclusive_group"
-                and any(dotted_name(t.target) == name for t in assign.targets)  # type: ignore[attr-defined]
+                and any(dotted_name(t.target) == name for t in assign.targets)
             ):
                 return True
         return False
@@ -426,7 +426,7 @@ def _ends_function(suite: cst.BaseSuite) -> bool:
     return isinstance(last, cst.Return | cst.Raise)
 
 
-def _start(index: ModuleIndex, node: cst.CSTNode) -> int:
+def _start(index: ModuleIndex, node: cst.CSTNode) -> float:
     """A rank that orders nodes as the source does (pre-order over collected nodes)."""
     rank = index.order.get(node)
     if rank is not None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
@@ -473,8 +474,10 @@ class PerStepAnalysis:
     def _line(self, node: cst.CSTNode) -> int:
         return self._context.line_and_column(node)[0]
 
-    def _reason(self, node: cst.CSTNode, depth: int, visiting: frozenset) -> str | None:
-        loop: cst.CSTNode | None = None
+    def _reason(
+        self, node: cst.CSTNode, depth: int, visiting: frozenset[cst.FunctionDef]
+    ) -> str | None:
+        loop: cst.For | cst.While | None = None
         function: cst.FunctionDef | None = None
         child = node
         for ancestor in self._index.ancestors(node):
@@ -546,12 +549,16 @@ class PerStepAnalysis:
         make them (followed up to ``MAX_CALL_DEPTH`` callers up)."""
         if self._points is None:
             points = list(self._scaler_updates())
-            stepping = {self._index.enclosing_function(call) for call in points} - {None}
+            # Taking away {None} leaves only functions, which mypy cannot see through the `-`.
+            stepping = cast(
+                "set[cst.FunctionDef]",
+                {self._index.enclosing_function(call) for call in points} - {None},
+            )
             frontier = set(stepping)
             for _ in range(MAX_CALL_DEPTH):
                 reached: set[cst.FunctionDef] = set()
                 for function in frontier:
-                    for call in self._calls_to(function):  # type: ignore[arg-type]
+                    for call in self._calls_to(function):
                         points.append(call)
                         caller = self._index.enclosing_function(call)
                         if caller is not None and caller not in stepping:
@@ -575,7 +582,9 @@ class PerStepAnalysis:
         if block not in self._exit_guards:
             # Once per block, not once per read: a file with thousands of reads in one loop body
             # would otherwise rescan the body for each of them (quadratic).
-            positions = {statement: rank for rank, statement in enumerate(block.body)}
+            positions: dict[cst.CSTNode, int] = {
+                statement: rank for rank, statement in enumerate(block.body)
+            }
             first = next(
                 (
                     rank
@@ -609,7 +618,7 @@ class PerStepAnalysis:
         defined = [
             function
             for function in self._index.nodes(cst.FunctionDef)
-            if function.name.value == method  # type: ignore[attr-defined]
+            if function.name.value == method
         ]
         if not defined:
             return True
@@ -649,7 +658,7 @@ class PerStepAnalysis:
     def _family(self, cls: cst.ClassDef) -> set[cst.ClassDef]:
         """``cls`` with its base and derived classes defined in this module."""
         if self._hierarchy is None:
-            classes: list[cst.ClassDef] = self._index.nodes(cst.ClassDef)  # type: ignore[assignment]
+            classes: list[cst.ClassDef] = self._index.nodes(cst.ClassDef)
             by_name = {c.name.value: c for c in classes}
             bases = {
                 c: {
@@ -679,7 +688,7 @@ class PerStepAnalysis:
         calls = []
         family = self._family(cls)
         for call in self._index.calls_named("." + name):
-            receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
+            receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
             if receiver in ("self", "cls"):
                 if self._index.enclosing_class(call) in family:
                     calls.append(call)
@@ -702,17 +711,17 @@ class PerStepAnalysis:
         """The class of this module whose instance ``receiver`` is assigned (``self.task =
         Task(...)``), ``"other"`` when it is assigned an instance of another class, or None."""
         if self._instances is None:
-            classes = {c.name.value: c for c in self._index.nodes(cst.ClassDef)}  # type: ignore[attr-defined]
+            classes = {c.name.value: c for c in self._index.nodes(cst.ClassDef)}
             instances: dict[str, cst.ClassDef | str] = {}
             for assign in self._index.nodes(cst.Assign):
-                value = assign.value  # type: ignore[attr-defined]
+                value = assign.value
                 if not isinstance(value, cst.Call):
                     continue
                 callee = dotted_name(value.func)
                 if callee is None or not last_part(callee)[:1].isupper():
                     continue
                 kind = classes.get(callee, "other")
-                for target in assign.targets:  # type: ignore[attr-defined]
+                for target in assign.targets:
                     target_name = dotted_name(target.target)
                     if target_name is not None:
                         instances[target_name] = kind

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -38,9 +39,16 @@ from linter.model._summary import (
     receiver_type,
 )
 
+if TYPE_CHECKING:
+    from linter._rule import ModuleContext
+
 #: How many re-exports deep a name is followed (``from .engine import train`` in an
 #: ``__init__.py`` that another module imports from).
 _REEXPORT_DEPTH = 4
+#: What `Project.resolve` finds besides a function: ``("class", path, name)``,
+#: ``("module", path)``, ``("function", path, qualname)``, ``("constant", path, name, text)``,
+#: or ``()`` for nothing.
+_Found = tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +112,7 @@ class Project:
 
     # -- names --------------------------------------------------------------------------------
 
-    def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | tuple | None:
+    def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | _Found | None:
         """What ``dotted`` names in module ``path``: a `FunctionRef`, ``("class", path, name)``,
         ``("module", path)``, or None when it is not the project's."""
         summary = self.summary(path)
@@ -121,14 +129,14 @@ class Project:
             )
             if target is None:
                 return None
-            start: tuple = ("module", target.path)
+            start: _Found = ("module", target.path)
             if target.attribute is not None:
                 start = self._member(target.path, target.attribute, depth + 1)
             return self._walk(start, parts[cut:], depth + 1)
         return self._walk(self._defined(summary, parts[0]), parts[1:], depth)
 
     @staticmethod
-    def _defined(summary: ModuleSummary, name: str) -> tuple:
+    def _defined(summary: ModuleSummary, name: str) -> _Found:
         if summary.function(name) is not None:
             return ("function", summary.path, name)
         if summary.class_named(name) is not None:
@@ -138,10 +146,10 @@ class Project:
             return ("constant", summary.path, name, text)
         return ()
 
-    def constant(self, context: object, dotted: str) -> cst.BaseExpression | None:
+    def constant(self, context: ModuleContext, dotted: str) -> cst.BaseExpression | None:
         """The value of a module-level constant of another project module that ``dotted``
         names in the module being linted (``config.AMP_DTYPE``), parsed; None when unknown."""
-        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        path = os.path.abspath(context.path)
         found = self.resolve(path, dotted)
         if not (isinstance(found, tuple) and found and found[0] == "constant"):
             return None
@@ -152,7 +160,7 @@ class Project:
         except Exception:  # a summary from another libcst version
             return None
 
-    def _member(self, path: str, name: str, depth: int) -> tuple:
+    def _member(self, path: str, name: str, depth: int) -> _Found:
         """``name`` in module ``path``: defined there, or imported there (a re-export)."""
         summary = self.summary(path)
         if summary is None:
@@ -165,7 +173,7 @@ class Project:
             return ("function", found.path, found.qualname)
         return found or ()
 
-    def _walk(self, start: tuple, rest: list[str], depth: int) -> FunctionRef | tuple | None:
+    def _walk(self, start: _Found, rest: list[str], depth: int) -> FunctionRef | _Found | None:
         current = start
         for part in rest:
             if not current:
@@ -321,7 +329,7 @@ class Project:
             )
             if target is not None and target.path != path:
                 modules.add(target.path)
-        parts = []
+        parts: list[str] = []
         for module in sorted(modules):
             imported = self.summaries.get(module)
             if imported is not None:
@@ -377,12 +385,12 @@ class Project:
         summary = self.summaries.get(dependency)
         return summary.digest() if summary is not None else "missing"
 
-    def per_step_reason(self, context: object, function: cst.FunctionDef) -> str | None:
+    def per_step_reason(self, context: ModuleContext, function: cst.FunctionDef) -> str | None:
         """Why ``function`` (of the module being linted) runs every step because of callers
         anywhere in the project, or None."""
-        index = module_index(context)  # type: ignore[arg-type]
+        index = module_index(context)
         qualname = qualified_name(index, function)
-        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        path = os.path.abspath(context.path)
         if qualname is None or path not in self.summaries:
             return None
         return self._called_per_step(FunctionRef(path, qualname), path, 0, frozenset())
@@ -416,12 +424,12 @@ class Project:
     # -- grafting -----------------------------------------------------------------------------
 
     def graft(
-        self, context: object, call: cst.Call, words: tuple[str, ...] = ()
+        self, context: ModuleContext, call: cst.Call, words: tuple[str, ...] = ()
     ) -> cst.FunctionDef | None:
         """The function of another module that ``call`` runs, parsed from its summary and hung
         under ``call`` (see the module docstring), if its source mentions one of ``words`` (any,
         when empty); None when the project cannot say which function it is."""
-        grafts: dict[cst.Call, cst.FunctionDef | None] = context.grafts  # type: ignore[attr-defined]
+        grafts: dict[cst.Call, cst.FunctionDef | None] = context.grafts
         if call in grafts:
             return grafts[call]
         found = self._graft(context, call, words)
@@ -430,11 +438,11 @@ class Project:
         return found
 
     def _graft(
-        self, context: object, call: cst.Call, words: tuple[str, ...]
+        self, context: ModuleContext, call: cst.Call, words: tuple[str, ...]
     ) -> cst.FunctionDef | None:
-        index = module_index(context)  # type: ignore[arg-type]
+        index = module_index(context)
         callee = dotted_name(call.func)
-        path = os.path.abspath(context.path)  # type: ignore[attr-defined]
+        path = os.path.abspath(context.path)
         if callee is None or path not in self.summaries:
             return None
         function = index.enclosing_function(call)
@@ -462,7 +470,7 @@ class Project:
         site = ForeignSite(
             call, self.display(target.path), target.qualname, function_record.line, module
         )
-        context.attach(grafted, call, site)  # type: ignore[attr-defined]
+        context.attach(grafted, call, site)
         index.attach(grafted, call)
         return grafted
 

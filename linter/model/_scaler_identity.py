@@ -42,10 +42,10 @@ def _build(index: ModuleIndex) -> frozenset[str]:
     disabled: set[str] = set()
     enabled: set[str] = set()
     for assign in index.nodes(cst.Assign):
-        state = _disabled(assign.value)  # type: ignore[attr-defined]
+        state = _disabled(assign.value)
         if state is None:
             continue
-        for target in assign.targets:  # type: ignore[attr-defined]
+        for target in assign.targets:
             name = dotted_name(target.target)
             if name is not None:
                 (disabled if state else enabled).add(last_part(name))

@@ -225,7 +225,7 @@ class ScalerLifetimes:
     ) -> cst.Call | None:
         """The first use of the scaler in the creating iteration, when it serves only that
         one: no ``update()`` (or, without one, no ``step()``) in a loop nested in the unit."""
-        uses = list(self._uses(unit.body, names, creation, 0, False))  # type: ignore[attr-defined]
+        uses = list(self._uses(unit.body, names, creation, 0, False))  # type: ignore[attr-defined]  # _unit gives a loop or function, which has a body
         markers = [u for u in uses if u.method == "update"] or [
             u for u in uses if u.method == "step"
         ]
@@ -274,8 +274,8 @@ class ScalerLifetimes:
         method = isinstance(func, cst.Attribute) and dotted_name(func.value) in ("self", "cls")
         if isinstance(func, cst.Name):
             callees = [f for f in self._functions_named(func.value) if not self._is_method(f)]
-        elif method:
-            callees = [f for f in self._functions_named(func.attr.value) if self._is_method(f)]  # type: ignore[union-attr]
+        elif method and isinstance(func, cst.Attribute):  # `method` implies the isinstance
+            callees = [f for f in self._functions_named(func.attr.value) if self._is_method(f)]
         else:
             return
         carried = {name for name in names if method and name.startswith("self.")}
@@ -337,5 +337,7 @@ class ScalerLifetimes:
         return [
             call
             for call in self._index.calls_named("." + name)
-            if dotted_name(call.func.value) in ("self", "cls")  # type: ignore[attr-defined]
+            # `calls_named(".m")` holds only attribute calls; the isinstance says so to mypy.
+            if isinstance(call.func, cst.Attribute)
+            and dotted_name(call.func.value) in ("self", "cls")
         ]

@@ -14,6 +14,7 @@ attributes, no ``get_scale()``), so there is no wrapper-owned GradScaler of thei
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
@@ -82,6 +83,7 @@ def _constructs_a_class(value: cst.BaseExpression) -> bool:
 
 #: The ways besides ``=``, annotations and parameters that a module binds a name.
 _OTHER_BINDINGS = (cst.AugAssign, cst.For, cst.AsName, cst.NamedExpr, cst.CompFor)
+_OtherBinding = cst.AugAssign | cst.For | cst.AsName | cst.NamedExpr | cst.CompFor
 
 
 def _bound_names(target: cst.CSTNode | None) -> list[str]:
@@ -130,9 +132,13 @@ class ScalerReceivers:
                 if annotation is not None and self._is_scaler_type(annotation):
                     self.proven.add(param.name.value)
                 self._record_ampscale(param.name.value, annotation, annotation=True)
-        other_bindings = [node for kind in _OTHER_BINDINGS for node in index.nodes(kind)]
-        for node in other_bindings:
-            target = node.name if isinstance(node, cst.AsName) else node.target
+        # A loop over a tuple of kinds widens each to CSTNode; the nodes are those kinds.
+        other_bindings = cast(
+            "list[_OtherBinding]",
+            [node for kind in _OTHER_BINDINGS for node in index.nodes(kind)],
+        )
+        for binding in other_bindings:
+            target = binding.name if isinstance(binding, cst.AsName) else binding.target
             for name in _bound_names(target):
                 self._not_ampscale.add(name)
         # Two rounds so that `scaler = self.scaler` after `self.scaler = GradScaler()` is found

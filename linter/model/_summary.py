@@ -212,8 +212,8 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
         callee = dotted_name(call.func)
         if callee is None:
             continue
-        function = index.enclosing_function(call)
-        caller = qualified_name(index, function) if function is not None else ""
+        enclosing = index.enclosing_function(call)
+        caller = qualified_name(index, enclosing) if enclosing is not None else ""
         if caller is None:
             continue
         reason, open_site = analysis.call_site(call)
@@ -268,7 +268,7 @@ def _imports(index: Any) -> Iterator[ImportRecord]:
         for alias in statement.names:
             full = dotted_name(alias.name) or ""
             if alias.asname is not None:
-                local = dotted_name(alias.asname.name) or full  # type: ignore[arg-type]
+                local = dotted_name(alias.asname.name) or full
                 yield ImportRecord(local, full, None)
             else:
                 yield ImportRecord(full.partition(".")[0], full.partition(".")[0], None)
@@ -281,8 +281,8 @@ def _imports(index: Any) -> Iterator[ImportRecord]:
         level = len(statement.relative)
         for alias in statement.names:
             imported = dotted_name(alias.name) or ""
-            local = dotted_name(alias.asname.name) if alias.asname is not None else imported  # type: ignore[arg-type]
-            yield ImportRecord(local or imported, module or "", imported, level)
+            bound = dotted_name(alias.asname.name) if alias.asname is not None else imported
+            yield ImportRecord(bound or imported, module or "", imported, level)
 
 
 def _sys_path_inserts(index: Any) -> Iterator[str]:

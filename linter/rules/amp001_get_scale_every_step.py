@@ -381,7 +381,7 @@ def _skip_detections(
     updates = [c for c in index.nodes(cst.Call) if is_scaler_call(c, methods)]
     for update in updates:
         scope = index.enclosing_function(update)
-        receiver = dotted_name(update.func.value)  # type: ignore[attr-defined]
+        receiver = dotted_name(update.func.value)  # type: ignore[attr-defined]  # is_scaler_call matches attribute calls only
         same = [
             r for r in reads if r.receiver == receiver and index.enclosing_function(r.node) is scope
         ]

@@ -410,7 +410,7 @@ def _after_accelerate_backward(
         call
         for call in index.calls_named(".backward")
         if call.args
-        and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]
+        and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
         and _ACCELERATOR.search(last_part(receiver))
     ]
     if not backwards or "deepspeed" in context.source.lower() or _never_fp16(index):
@@ -428,7 +428,7 @@ def _after_accelerate_backward(
                 continue
             reported.add(clip.call)
             function = last_part(dotted_name(clip.call.func) or "clip_grad_norm_")
-            receiver = dotted_name(backward.func.value)  # type: ignore[attr-defined]
+            receiver = dotted_name(backward.func.value)  # type: ignore[attr-defined]  # backwards come from calls_named(".backward")
             message = (
                 f"`{function}` after `{receiver}.backward(...)` clips gradients that are still "
                 f"multiplied by the loss scale when Accelerate runs fp16 mixed precision; use "

@@ -177,7 +177,7 @@ def _uses(module: cst.Module, aliases: ImportAliases, index: ModuleIndex) -> lis
 
 
 def _keyword(name: str, value: cst.BaseExpression, comma: object) -> cst.Arg:
-    return cst.Arg(value=value, keyword=cst.Name(name), equal=_NO_SPACE, comma=comma)  # type: ignore[arg-type]
+    return cst.Arg(value=value, keyword=cst.Name(name), equal=_NO_SPACE, comma=comma)  # type: ignore[arg-type]  # comma is the call's own Comma or MaybeSentinel
 
 
 def _new_args(call: cst.Call | None, spec: Replacement) -> tuple[cst.Arg, ...] | None:
@@ -241,7 +241,7 @@ def _replacement(use: Use, func: cst.BaseExpression) -> tuple[cst.CSTNode, cst.C
 
 
 def _local_name(alias: cst.ImportAlias) -> str:
-    return dotted_name(alias.asname.name if alias.asname else alias.name) or ""  # type: ignore[arg-type]
+    return dotted_name(alias.asname.name if alias.asname else alias.name) or ""
 
 
 #: One import edit and the local names whose uses it changes the meaning of.

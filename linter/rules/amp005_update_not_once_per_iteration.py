@@ -124,7 +124,7 @@ class _Query:
             dotted_name(target.target) == name
             for assign in self.index.nodes(cst.Assign)
             if self.inside(assign, loop)
-            for target in assign.targets  # type: ignore[attr-defined]
+            for target in assign.targets
         )
 
     def leaves_before(self, first: Event, second: Event) -> bool:

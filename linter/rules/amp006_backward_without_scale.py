@@ -67,14 +67,14 @@ class ScalerSwitches:
         #: dotted name -> the values assigned to it anywhere in the module.
         self._values: dict[str, list[cst.BaseExpression]] = {}
         for assign in index.nodes(cst.Assign):
-            for target in assign.targets:  # type: ignore[attr-defined]
+            for target in assign.targets:
                 name = dotted_name(target.target)
                 if name is not None:
-                    self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
-        for assign in index.nodes(cst.AnnAssign):
-            name = dotted_name(assign.target)  # type: ignore[attr-defined]
-            if name is not None and assign.value is not None:  # type: ignore[attr-defined]
-                self._values.setdefault(name, []).append(assign.value)  # type: ignore[attr-defined]
+                    self._values.setdefault(name, []).append(assign.value)
+        for ann in index.nodes(cst.AnnAssign):
+            name = dotted_name(ann.target)
+            if name is not None and ann.value is not None:
+                self._values.setdefault(name, []).append(ann.value)
 
     def of(self, scaler: str | None, where: cst.CSTNode) -> str | list[Switch] | None:
         """`_DISABLED`, the `Switch`es of its constructions, or None when the module does not
@@ -623,19 +623,19 @@ class _Query:
             item = self._index.parent.get(node)
             if (
                 isinstance(item, cst.WithItem)
-                and dotted_name(node.name) == name  # type: ignore[attr-defined]
+                and dotted_name(node.name) == name
                 and _is_scaling_call(item.item)
             ):
                 return True
         for assign in self._index.nodes(cst.Assign):
-            targets = {dotted_name(t.target) for t in assign.targets}  # type: ignore[attr-defined]
-            if name in targets and _is_scaling_call(assign.value):  # type: ignore[attr-defined]
+            targets = {dotted_name(t.target) for t in assign.targets}
+            if name in targets and _is_scaling_call(assign.value):
                 return True
         for update in self._index.nodes(cst.AugAssign):  # loss *= self.loss_scale
             if (
-                dotted_name(update.target) == name  # type: ignore[attr-defined]
-                and isinstance(update.operator, cst.MultiplyAssign)  # type: ignore[attr-defined]
-                and _names_a_scale(update.value)  # type: ignore[attr-defined]
+                dotted_name(update.target) == name
+                and isinstance(update.operator, cst.MultiplyAssign)
+                and _names_a_scale(update.value)
             ):
                 return True
         return self._parameter_given_scaled(call, name)
@@ -673,7 +673,7 @@ class _Query:
         for call in self._index.calls_named(".scale"):
             if not (
                 self._index.enclosing_function(call) is function
-                and self._model.receivers.looks_like(call.func.value)  # type: ignore[attr-defined]
+                and self._model.receivers.looks_like(call.func.value)  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
                 and len(call.args) == 1
                 and code(call.args[0].value).strip() == text
                 and self._index.order[call] < self._index.order[backward.call]

@@ -30,13 +30,13 @@ def _scaled_in_its_function(index: ModuleIndex, backward: Event) -> bool:
     name = dotted_name(receiver)
     function = index.enclosing_function(backward.call)
     for assign in index.nodes(cst.Assign):
-        value = assign.value  # type: ignore[attr-defined]
+        value = assign.value
         if (
             index.enclosing_function(assign) is function
             and isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
             and value.func.attr.value == "scale"
-            and any(dotted_name(t.target) == name for t in assign.targets)  # type: ignore[attr-defined]
+            and any(dotted_name(t.target) == name for t in assign.targets)
         ):
             return True
     return False

@@ -395,7 +395,8 @@ def main(cfg):
         origin = site.origin.node
         if not site.requires <= analysis.paths.conditions(origin):
             return False  # a runtime flag enables the scaler; the cast does not hang on it
-        if trainables.why_fp32(site.model, origin) is not None:
+        # Only a bf16 checkpoint name gives a None model, and this rule tracks fp16 origins.
+        if site.model is not None and trainables.why_fp32(site.model, origin) is not None:
             return False
         index = analysis.index
         for node, _ in site.through:

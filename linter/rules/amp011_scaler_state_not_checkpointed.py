@@ -385,7 +385,9 @@ def _fix(write: CheckpointWrite, index: ModuleIndex, receivers: ScalerReceivers)
     replacement = literal.with_changes(elements=[*elements, added])
     # The replacement is rendered alone, outside its block: spell its line breaks' indentation
     # out, so a multi-line literal keeps its layout.
-    replacement = replacement.visit(_Dedented(_block_indent(literal, index)))
+    replacement = cst.ensure_type(
+        replacement.visit(_Dedented(_block_indent(literal, index))), cst.Dict
+    )
     return NodeFix(f'add "scaler": {reachable[0]}.state_dict()', ((literal, replacement),), UNSAFE)
 
 
