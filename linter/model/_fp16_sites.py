@@ -535,7 +535,7 @@ class Fp16Sites:
                 if precision is not None
                 else (SwitchOn(frozenset()) if shipped is not None else None)
             )
-            if precision is None or switch is None:
+            if switch is None:
                 continue
             bound = _assigned_name(self.index, call)
             found: tuple[str, Bf16Origin] | None = None
@@ -554,7 +554,7 @@ class Fp16Sites:
             if found is not None:
                 what = (
                     f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"
-                    if shipped is None
+                    if precision is not None
                     else f"{shipped} (every accelerate config shipped here says fp16)"
                 )
                 yield Fp16Site(

@@ -228,7 +228,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
                 open_site,
                 caller,
                 cls.name.value if cls is not None else None,
-                receiver_type(index, constructed, call, function, cls),
+                receiver_type(index, constructed, call, enclosing, cls),
             )
         )
     return ModuleSummary(

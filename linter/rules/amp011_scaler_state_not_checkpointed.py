@@ -299,8 +299,14 @@ save_checkpoint(
             index.enclosing_function(e.call) not in owners for e in scaled
         ):
             owners = None  # another scaler steps outside them
+
+        def home(node: cst.CSTNode) -> cst.CSTNode | None:
+            # A save in a helper of another module runs where the helper is called.
+            site = context.foreign.get(node)
+            return index.enclosing_function(site.via if site is not None else node)
+
         for write in writes:
-            if owners is not None and index.enclosing_function(write.call) not in owners:
+            if owners is not None and home(write.call) not in owners:
                 continue  # the scaler lives in one call of another function: nothing to keep
             if not write.holds_scaler:
                 local = write.call not in context.foreign
@@ -317,7 +323,7 @@ save_checkpoint(
             return
         loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
         for load in loads:
-            if owners is not None and index.enclosing_function(load) not in owners:
+            if owners is not None and home(load) not in owners:
                 continue
             yield Finding(
                 load,

@@ -90,7 +90,7 @@ print(scaler.get_scale())  # noqa: AMP001
 """,
             (4,),
         ),
-        Example("import torch\n\nx = torch.ones(3)  # noqa: AMP011, F841\n", (3,)),
+        Example("import torch\n\nx = torch.ones(3)  # noqa: AMP099, F841\n", (3,)),
         Example("total = 0  # type: ignore  # noqa: AMP001\n", (1,)),
     )
 

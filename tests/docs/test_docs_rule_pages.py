@@ -56,7 +56,7 @@ def test_rules_index_shows_fix_and_default_of_every_rule(built_docs: DocsBuild) 
     assert [row[0] for row in cells[1:]] == [rule.code for rule in ALL_RULES]
     for rule, row in zip(ALL_RULES, cells[1:], strict=True):
         assert row[1] == rule.name
-        assert row[3:] == [rule.fix_availability, "on"]
+        assert row[3:] == [rule.fix_availability, "on" if rule.default_enabled else "off"]
 
 
 @pytest.mark.parametrize(

@@ -71,9 +71,10 @@ def test_no_file_names_lints_the_working_folder(repo: Path) -> None:
 
 
 def test_registered_rules_report_their_invalid_examples_through_the_hook(tmp_path: Path) -> None:
-    # Every registered rule's own invalid examples must be found end to end.
+    # Every registered rule's own invalid examples must be found end to end (the hook runs the
+    # default selection, so a rule that is off by default is left out).
     expected = set()
-    for rule in ALL_RULES:
+    for rule in (rule for rule in ALL_RULES if rule.default_enabled):
         for number, example in enumerate(rule.invalid):
             name = f"{rule.code.lower()}_{number}.py"
             (tmp_path / name).write_text(example.code)

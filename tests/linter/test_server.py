@@ -387,15 +387,17 @@ async def test_hover_on_a_code_in_a_noqa_comment(client: RecordingClient, tmp_pa
     (rule,) = [rule for rule in ALL_RULES if rule.code == "AMP004"]
     path = tmp_path / "train.py"
     text = GET_SCALE.replace("get_scale())", "get_scale())  # noqa: AMP001, AMP004, F841", 1)
+    # AMP004 suppresses nothing there: the file-level directive keeps AMP100 quiet about it.
+    text = "# amp-lint: noqa: AMP100\n" + text
     assert await open_buffer(client, path, text) == []
-    line = text.splitlines()[7]
-    shown = await hover_at(client, path.as_uri(), 7, line.index("AMP004") + 2)
+    line = text.splitlines()[8]
+    shown = await hover_at(client, path.as_uri(), 8, line.index("AMP004") + 2)
     assert shown is not None
     assert rule.summary in shown
     assert "AMP001**" not in shown
     # Not a rule of ours, and not a code at all.
-    assert await hover_at(client, path.as_uri(), 7, line.index("F841") + 1) is None
-    assert await hover_at(client, path.as_uri(), 7, line.index("noqa") + 1) is None
+    assert await hover_at(client, path.as_uri(), 8, line.index("F841") + 1) is None
+    assert await hover_at(client, path.as_uri(), 8, line.index("noqa") + 1) is None
 
 
 async def test_a_broken_buffer_gets_no_diagnostics_and_a_log_line(
