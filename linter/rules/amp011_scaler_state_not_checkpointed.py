@@ -290,6 +290,11 @@ save_checkpoint(
         )
         if not constructors and not scaled:
             return
+        if not constructors and any(receivers.is_constructor_call(n) for n in context.foreign):
+            # The scaler is built in a function of another module this one calls (a
+            # `train_one_epoch` that makes its own, a `train()` an HPO script calls): it lives
+            # and is checkpointed (or not) there, and that module's own lint says so.
+            return
         found = checkpoints(index, receivers, iterations.is_optimizer)
         trainer = ((constructors[0] if constructors else scaled[0].call), _TRAINER)
         helpers = _helpers(context, index, iterations.is_optimizer)
@@ -308,6 +313,9 @@ save_checkpoint(
         for write in writes:
             if owners is not None and home(write.call) not in owners:
                 continue  # the scaler lives in one call of another function: nothing to keep
+            site = context.foreign.get(write.call)
+            if site is not None and _hands_a_scaler(site.via, receivers):
+                continue  # `save_checkpoint(..., scaler=scaler)`: the helper is given it
             if not write.holds_scaler:
                 local = write.call not in context.foreign
                 yield Finding(
@@ -357,6 +365,15 @@ def _helpers(
             if grafted is not None:
                 found.append(grafted)
     return found
+
+
+def _hands_a_scaler(call: cst.Call, receivers: ScalerReceivers) -> bool:
+    """The call passes a GradScaler (``scaler=train_state.scaler``, ``save(model, scaler)``)."""
+    return any(
+        (arg.keyword is not None and "scaler" in arg.keyword.value.lower())
+        or receivers.looks_like(arg.value)
+        for arg in call.args
+    )
 
 
 #: Names of functions that save or restore checkpoints, whatever they are handed.
