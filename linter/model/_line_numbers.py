@@ -45,8 +45,9 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
         found.setdefault(type(node), []).append(node)
     lines = text.splitlines()
     positions: dict[cst.CSTNode, tuple[int, int]] = {}
+    # Only the last index's ends are kept (`line_numbers_cached` holds one index at a time).
+    _ENDS.clear()
     ends = _ENDS.setdefault(id(index), {})
-    ends.clear()
     for cst_type, ast_types in _PAIRS:
         ours = index.nodes(cst_type)
         # Every paired kind is an ast.stmt or ast.expr, the node classes that carry positions.

@@ -159,9 +159,9 @@ HOOKS = (
 #: themselves: an extra draw would change every program the other rules' searches find.
 AMP_NOQA_COMMENTS = (
     "  # noqa: AMP001",
-    "  # noqa: AMP011, F401",
+    "  # noqa: AMP099, F401",
     "  # type: ignore  # noqa: AMP009 -- known",
-    "  # noqa: AMP001, AMP011",
+    "  # noqa: AMP001, AMP099",
     "  # noqa: F841, AMP004",
 )
 
