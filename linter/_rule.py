@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
+from linter.model._tree import children
 
 if TYPE_CHECKING:
     from linter.model._project import ForeignSite, Project
@@ -100,7 +101,7 @@ class ModuleContext:
         while stack:
             node = stack.pop()
             self.foreign[node] = site
-            stack.extend(node.children)
+            stack.extend(children(node))
 
     @property
     def wrapper(self) -> MetadataWrapper:

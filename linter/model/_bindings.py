@@ -18,6 +18,7 @@ import libcst as cst
 
 from linter.model._dotted_names import dotted_name
 from linter.model._module_index import ModuleIndex
+from linter.model._tree import children
 
 
 @dataclass(eq=False)
@@ -108,7 +109,7 @@ class Bindings:
     def _walk(self, root: cst.CSTNode, scope: Scope) -> None:
         # Iterative, in source order: (node, scope) pairs; a new scope starts at its node.
         stack: list[tuple[cst.CSTNode, Scope]] = [
-            (child, scope) for child in reversed(root.children)
+            (child, scope) for child in reversed(children(root))
         ]
         while stack:
             node, current = stack.pop()
@@ -141,7 +142,7 @@ class Bindings:
             if isinstance(node, cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp):
                 inner = Scope(node, current)
                 self.scopes[node] = inner
-                stack.extend((child, inner) for child in reversed(node.children))
+                stack.extend((child, inner) for child in reversed(children(node)))
                 continue
             if isinstance(node, cst.Global):
                 current.globals.update(item.name.value for item in node.names)
@@ -218,15 +219,15 @@ def _read_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(node, cst.AugAssign):
         return [node.target, node.value]
     if isinstance(node, cst.For | cst.CompFor):
-        rest = [c for c in node.children if c is not node.target]
+        rest = [c for c in children(node) if c is not node.target]
         return [*_target_reads(node.target), *rest]
     if isinstance(node, cst.AsName):
         return _target_reads(node.name)
     if isinstance(node, cst.NamedExpr):
         return [node.value]
     if isinstance(node, cst.ExceptHandler):
-        return [c for c in node.children if c is not node.name]
-    return list(node.children)
+        return [c for c in children(node) if c is not node.name]
+    return list(children(node))
 
 
 def _target_reads(target: cst.CSTNode) -> list[cst.CSTNode]:

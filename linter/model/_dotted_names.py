@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
+from linter.model._tree import children
+
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (calls, subscripts, literals...)."""
@@ -36,7 +38,7 @@ def words(node: cst.CSTNode) -> Iterator[str]:
             value = current.evaluated_value
             if isinstance(value, str):
                 yield value
-        stack.extend(current.children)
+        stack.extend(children(current))
 
 
 def last_part(name: str) -> str:

@@ -32,6 +32,7 @@ from linter.model._bf16_origins import FP32, Bf16Origins, keyword
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import ModuleIndex
 from linter.model._path_facts import PathFacts
+from linter.model._tree import children
 
 #: The name of a call that applies adapters (peft, LoRA, diffusers' adapter API) to the model
 #: it takes or is a method of, or upcasts its trainable parameters.
@@ -122,7 +123,7 @@ class Fp32Trainables:
             if isinstance(node, cst.Name) and node.value not in seen:
                 seen.add(node.value)
                 stack += self._bound_in(function, node.value)
-            stack.extend(node.children)
+            stack.extend(children(node))
         return False
 
     def _bound_in(self, function: cst.CSTNode | None, name: str) -> list[cst.CSTNode]:

@@ -43,6 +43,7 @@ from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants,
 from linter.model._path_facts import Fact, PathFacts, path_facts
 from linter.model._per_step import TRAVERSED_COLLECTIONS
 from linter.model._scaler_receivers import scaler_receivers
+from linter.model._tree import children
 
 
 class Kind(enum.Enum):
@@ -595,7 +596,7 @@ def _names(node: cst.CSTNode) -> Iterator[cst.BaseExpression]:
     if isinstance(node, cst.Name | cst.Attribute):
         yield node
         return
-    for child in node.children:
+    for child in children(node):
         yield from _names(child)
 
 

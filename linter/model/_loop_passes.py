@@ -16,6 +16,7 @@ import libcst as cst
 
 from linter.model._dotted_names import dotted_name
 from linter.model._module_index import ModuleIndex, walk
+from linter.model._tree import children
 
 #: Nodes whose ``break`` belongs to another loop or function.
 _OWN_SCOPE = (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -72,11 +73,11 @@ def mentions(text: str, names: set[str]) -> bool:
 
 def breaks(loop: cst.CSTNode) -> bool:
     """A ``break`` of this loop (not of a nested one): it may run only once."""
-    stack = list(loop.body.children)  # type: ignore[attr-defined]
+    stack = children(loop.body)  # type: ignore[attr-defined]
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Break):
             return True
         if not isinstance(node, _OWN_SCOPE):
-            stack.extend(node.children)
+            stack.extend(children(node))
     return False

@@ -12,10 +12,13 @@ from typing import TypeVar, cast
 import libcst as cst
 
 from linter._rule import ModuleContext
+from linter.model._tree import children, descendants, walk
 
 #: How many same-module calls deep an analysis follows a function to its callers (the loop
 #: behind a helper, the model behind a parameter): one limit for every rule.
 MAX_CALL_DEPTH = 4
+
+__all__ = ["MAX_CALL_DEPTH", "ModuleIndex", "descendants", "module_index", "walk"]
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 _Value = TypeVar("_Value")
@@ -41,7 +44,7 @@ _COLLECTED = (
 )
 
 
-class ModuleIndex(cst.CSTVisitor):
+class ModuleIndex:
     """Parents of every node plus, per node type, the nodes of that type in source order."""
 
     def __init__(self, module: cst.Module, context: ModuleContext | None = None) -> None:
@@ -54,24 +57,27 @@ class ModuleIndex(cst.CSTVisitor):
         self.by_type: dict[type[cst.CSTNode], list[cst.CSTNode]] = {t: [] for t in _COLLECTED}
         #: collected node -> its rank in source (pre-)order.
         self.order: dict[cst.CSTNode, float] = {}
-        self._stack: list[cst.CSTNode] = []
         self._call_sites: dict[str, list[cst.Call]] | None = None
         #: Analyses several rules ask for, built once per module (see `shared`).
         self._shared: dict[object, object] = {}
-        module.visit(self)
+        self._walk(module)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.parent[node] = self._stack[-1]
-        self._stack.append(node)
-        bucket = self.by_type.get(type(node))
-        if bucket is not None:
-            self.order[node] = len(self.order)
-            bucket.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
+    def _walk(self, module: cst.Module) -> None:
+        # Pre-order by an explicit stack of plain attribute reads (`children(_tree)`), not a
+        # libcst visitor, which rebuilds every node it passes.
+        parent, by_type, order = self.parent, self.by_type, self.order
+        stack: list[cst.CSTNode] = [module]
+        while stack:
+            node = stack.pop()
+            bucket = by_type.get(type(node))
+            if bucket is not None:
+                order[node] = len(order)
+                bucket.append(node)
+            below = children(node)
+            for child in below:
+                parent[child] = node
+            below.reverse()
+            stack.extend(below)
 
     def attach(self, root: cst.CSTNode, parent: cst.CSTNode) -> None:
         """Hang a tree parsed elsewhere (a function of another module) under ``parent``: its
@@ -86,10 +92,10 @@ class ModuleIndex(cst.CSTVisitor):
         while stack:
             node = stack.pop()
             ranked.append(node)
-            children = list(node.children)
-            for child in children:
+            below = children(node)
+            for child in below:
                 self.parent[child] = node
-            stack.extend(reversed(children))
+            stack.extend(reversed(below))
         for number, node in enumerate(ranked, start=1):
             self.order[node] = base + number / (len(ranked) + 1)
 
@@ -147,26 +153,6 @@ class ModuleIndex(cst.CSTVisitor):
             if isinstance(ancestor, cst.FunctionDef):
                 return None
         return None
-
-
-def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``root``, ``root`` included, in no particular order: for the rare
-    question the index does not collect for (what ``libcst.matchers.findall`` does, without
-    importing the matchers, which costs more than linting a small project)."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(node.children)
-
-
-def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The nodes under ``node`` (not ``node`` itself) in source order."""
-    stack = list(reversed(node.children))
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 # Rules run one after another on the same module; keeping the last index lets them share it

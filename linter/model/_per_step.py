@@ -52,6 +52,7 @@ import libcst as cst
 from linter._rule import ModuleContext
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants
+from linter.model._tree import children
 
 #: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
 LIGHTNING_PER_STEP_HOOKS = frozenset(
@@ -208,7 +209,7 @@ def _names_in(node: cst.CSTNode) -> Iterator[str]:
         current = stack.pop()
         if isinstance(current, cst.Name):
             yield current.value
-        stack.extend(current.children)
+        stack.extend(children(current))
 
 
 def _modulo_comparisons(node: cst.CSTNode) -> Iterator[tuple[cst.BinaryOperation, bool]]:
@@ -233,7 +234,7 @@ def _modulo_comparisons(node: cst.CSTNode) -> Iterator[tuple[cst.BinaryOperation
                 else:
                     stack.append((child, positive))
             continue
-        stack.extend((child, positive) for child in current.children)
+        stack.extend((child, positive) for child in children(current))
 
 
 def classify_guard(test: cst.BaseExpression) -> Guard | None:
@@ -387,7 +388,7 @@ def _counted_ranges(iterable: cst.BaseExpression) -> Iterator[cst.Call]:
             if name is not None and last_part(name) in _RANGE_FUNCTIONS:
                 yield current
                 continue
-        stack.extend(current.children)
+        stack.extend(children(current))
 
 
 def is_epoch_loop(loop: cst.For | cst.While) -> bool:

@@ -38,6 +38,7 @@ from linter.model._summary import (
     qualified_name,
     receiver_type,
 )
+from linter.model._tree import children
 
 if TYPE_CHECKING:
     from linter._rule import ModuleContext
@@ -494,4 +495,4 @@ def foreign_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(node.children)
+        stack.extend(children(node))

@@ -25,6 +25,7 @@ from linter.model._dotted_names import words as words_in
 from linter.model._module_index import ModuleIndex, walk
 from linter.model._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
 from linter.model._scaler_receivers import ScalerReceivers
+from linter.model._tree import children
 
 #: Scaler methods that use the scaler for a training step.
 USE_METHODS = frozenset({"scale", "unscale_", "step", "update"})
@@ -250,7 +251,7 @@ class ScalerLifetimes:
             if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda) and node is not root:
                 continue
             if isinstance(node, cst.For | cst.While) and not is_traversal(node):
-                stack.extend((child, True) for child in node.children)
+                stack.extend((child, True) for child in children(node))
                 continue
             if isinstance(node, cst.Call):
                 func = node.func
@@ -263,7 +264,7 @@ class ScalerLifetimes:
                 elif depth < FOLLOW_DEPTH:
                     for callee, passed in self._handed_to(node, names):
                         yield from self._uses(callee.body, passed, None, depth + 1, inside)
-            stack.extend((child, inside) for child in node.children)
+            stack.extend((child, inside) for child in children(node))
 
     def _handed_to(
         self, call: cst.Call, names: frozenset[str]

@@ -1,0 +1,74 @@
+"""A node's children in source order, without libcst's visitor machinery.
+
+``CSTNode.children`` runs a visitor over the node, which rebuilds and re-validates a copy of it
+to collect what it visits: profiled on 11 real repositories that was most of a cold run (two
+thirds of the time under ``visit``/``_visit_and_replace_children``). The order libcst visits a
+node type's fields in is written in that type's ``_visit_and_replace_children`` as
+``visit_*(self, "field", ...)``; read once per type, it gives the same children, in the same
+order, from plain attribute reads. A type whose method cannot be read falls back to
+``node.children``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+_VISITED_FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
+
+#: node type -> the names of its fields libcst visits, in its visiting order (None: unreadable).
+_FIELDS: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
+
+
+def _visited_fields(kind: type[cst.CSTNode]) -> tuple[str, ...] | None:
+    try:
+        source = inspect.getsource(kind._visit_and_replace_children)
+    except (OSError, TypeError):
+        return None
+    # dict.fromkeys: a field visited in two arms of a conditional (ImportFrom's names) once.
+    return tuple(dict.fromkeys(_VISITED_FIELD.findall(source)))
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """What ``node.children`` gives, in the same order, at a fraction of its cost."""
+    kind = type(node)
+    try:
+        fields = _FIELDS[kind]
+    except KeyError:
+        fields = _FIELDS[kind] = _visited_fields(kind)
+    if fields is None:
+        return list(node.children)
+    found: list[cst.CSTNode] = []
+    for field in fields:
+        value = getattr(node, field)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
+
+
+def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``root``, ``root`` included, in no particular order: for the rare
+    question the index does not collect for (what ``libcst.matchers.findall`` does, without
+    importing the matchers, which costs more than linting a small project)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+
+
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes under ``node`` (not ``node`` itself) in source order."""
+    stack = children(node)
+    stack.reverse()
+    while stack:
+        current = stack.pop()
+        yield current
+        below = children(current)
+        below.reverse()
+        stack.extend(below)
