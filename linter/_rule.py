@@ -113,7 +113,10 @@ class ModuleContext:
     def resolve(self, provider: type[BaseMetadataProvider[Any]]) -> Mapping[cst.CSTNode, Any]:
         """Metadata of one provider for every node; computed on first use, then cached."""
         if provider not in self._resolved:
-            self._resolved[provider] = self.wrapper.resolve(provider)
+            if provider is PositionProvider:
+                self._resolved[provider] = positions_of(self.module)
+            else:
+                self._resolved[provider] = self.wrapper.resolve(provider)
         return self._resolved[provider]
 
     def position(self, node: cst.CSTNode) -> CodeRange:
@@ -144,7 +147,7 @@ class ModuleContext:
         site = self.foreign.get(node)
         if site is None:
             return None
-        where = MetadataWrapper(site.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        where = positions_of(site.module)
         start = where[node].start if node in where else where[site.module].start
         return site.path, site.first_line + start.line - 1, start.column + 1
 
@@ -227,3 +230,15 @@ class FindingsRule(Rule):
     @abc.abstractmethod
     def check_findings(self, context: ModuleContext, findings: Findings) -> Iterable[Finding]:
         """Yield the findings in one module, given what the other rules found in it."""
+
+
+def positions_of(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+    """``PositionProvider``'s ranges for every node of ``module``, from its code generation alone.
+
+    ``MetadataWrapper.resolve(PositionProvider)`` also runs a full visitor pass over the module
+    for the batch of batchable providers, even when that batch is empty (libcst 1.x's
+    ``_resolve_impl``): about half the cost, for nothing. The provider's own generation is the
+    codegen pass that records the positions; it is run here on its own.
+    """
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    return PositionProvider()._gen(wrapper)

@@ -53,9 +53,7 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
             found.append(value)
         elif shape is _MANY:
             found.extend(
-                item
-                for item in value
-                if (_SHAPES.get(type(item)) or _shape(type(item))) is _NODE
+                item for item in value if (_SHAPES.get(type(item)) or _shape(type(item))) is _NODE
             )
     return found
 
