@@ -364,7 +364,7 @@ def _projects(
     """Build the project around each path (see `linter.model`); path -> its project's root."""
     from linter._cache import code_fingerprint
     from linter._engine import _available_cpus, use_projects
-    from linter.model._project_build import SummaryStore, build_project, roots_of
+    from linter.model._project_build import SummaryStore, build_projects, roots_of
 
     absolute = {path: os.path.abspath(path) for path in paths}
     # Files with no project marker above them form one project: the folder the run was asked
@@ -378,12 +378,14 @@ def _projects(
     def wants(text: str) -> bool:
         return any(rule.wants(text) for rule in rules)
 
-    projects = {}
+    requests = []
     for root in by_root:
         found = discover([root], excluder, force_exclude=True)
         files = [os.path.abspath(f) for f in found.files]
-        files += [p for p in by_root[root] if p not in files]
-        projects[root] = build_project(root, files, wants, store, workers, by_root[root])
+        known = set(files)
+        files += [p for p in by_root[root] if p not in known]
+        requests.append((root, files, by_root[root]))
+    projects = build_projects(requests, wants, store, workers)
     use_projects(projects)
     root_of = {member: root for root, members in by_root.items() for member in members}
     return {path: root_of[absolute[path]] for path in paths}

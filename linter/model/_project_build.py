@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -109,6 +110,16 @@ def _summarise_one(item: tuple[str, bytes, bool]) -> ModuleSummary:
         return empty_summary(path)
 
 
+@dataclass(slots=True)
+class _Planned:
+    """A project whose files are read and chosen, waiting for the summaries not in the cache."""
+
+    module_files: ModuleFiles
+    summaries: dict[str, ModuleSummary]
+    todo: list[tuple[str, bytes, bool]]
+    keys: dict[str, str]
+
+
 def build_project(
     root: str,
     files: Sequence[str],
@@ -123,6 +134,41 @@ def build_project(
     project is its connected part of the import graph, the same whichever of its files a run
     names, so one file alone gets the findings a run over the whole tree gives it.
     ``buffers`` hold the unsaved text of files an editor has open (read instead of the disk)."""
+    return build_projects([(root, files, linted)], wants, store, workers, buffers)[root]
+
+
+def build_projects(
+    requests: Sequence[tuple[str, Sequence[str], Sequence[str]]],
+    wants: Callable[[str], bool],
+    store: SummaryStore,
+    workers: int,
+    buffers: dict[str, bytes] | None = None,
+) -> dict[str, Project]:
+    """`build_project` for each (root, files, linted), the summaries of all of them made in
+    one pool of workers: a tree of many small repositories keeps every worker busy, where one
+    pool per project would summarise each small one on a single core."""
+    planned = {
+        root: _plan(root, files, wants, store, linted, buffers) for root, files, linted in requests
+    }
+    todo = [item for plan in planned.values() for item in plan.todo]
+    made = {summary.path: summary for summary in _run(todo, workers)}
+    projects = {}
+    for root, plan in planned.items():
+        for path, _data, _has_amp in plan.todo:
+            plan.summaries[path] = made[path]
+            store.store(plan.keys[path], made[path])
+        projects[root] = Project(plan.module_files, plan.summaries)
+    return projects
+
+
+def _plan(
+    root: str,
+    files: Sequence[str],
+    wants: Callable[[str], bool],
+    store: SummaryStore,
+    linted: Sequence[str],
+    buffers: dict[str, bytes] | None,
+) -> _Planned:
     module_files = ModuleFiles(root, files)
     texts: dict[str, tuple[bytes, str]] = {}
     for path in module_files.files:
@@ -148,23 +194,18 @@ def build_project(
         elif targets & amp:
             chosen.add(path)
     chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
-    summaries: dict[str, ModuleSummary] = {}
-    todo: list[tuple[str, bytes, bool]] = []
-    keys: dict[str, str] = {}
+    plan = _Planned(module_files, {}, [], {})
     for path in sorted(chosen):
         if path not in texts:
             continue
         data = texts[path][0]
-        key = keys[path] = store.key(path, data)
+        key = plan.keys[path] = store.key(path, data)
         cached = store.load(key)
         if cached is not None:
-            summaries[path] = cached
+            plan.summaries[path] = cached
         else:
-            todo.append((path, data, path in amp))
-    for summary in _run(todo, workers):
-        summaries[summary.path] = summary
-        store.store(keys[summary.path], summary)
-    return Project(module_files, summaries)
+            plan.todo.append((path, data, path in amp))
+    return plan
 
 
 def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:
