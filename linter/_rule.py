@@ -79,6 +79,9 @@ class ModuleContext:
         self.project = project
         #: Local call -> the function of another module grafted under it (see ``Project.graft``).
         self.grafts: dict[cst.Call, cst.FunctionDef | None] = {}
+        #: Local call -> (path, qualified name) of the one function of another module it runs,
+        #: or None: the project's answer, whatever words a later graft asks for.
+        self.graft_targets: dict[cst.Call, tuple[str, str] | None] = {}
         #: Node of a grafted function -> where it really is.
         self.foreign: dict[cst.CSTNode, ForeignSite] = {}
         #: The source of the functions of the project modules this one imports, whose events

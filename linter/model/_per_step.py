@@ -237,8 +237,26 @@ def _modulo_comparisons(node: cst.CSTNode) -> Iterator[tuple[cst.BinaryOperation
         stack.extend((child, positive) for child in children(current))
 
 
+#: id(test) -> (test, its guard): every call's walk up to its function asks again about the same
+#: ``if`` tests. The node is kept so that a reused id is never mistaken for it; the memo is
+#: dropped when it grows past `_GUARD_MEMO_SIZE` (one large module's tests fit).
+_GUARDS: dict[int, tuple[cst.BaseExpression, Guard | None]] = {}
+_GUARD_MEMO_SIZE = 20_000
+
+
 def classify_guard(test: cst.BaseExpression) -> Guard | None:
     """What an ``if`` test means for code under it; None for configuration-like tests."""
+    known = _GUARDS.get(id(test))
+    if known is not None and known[0] is test:
+        return known[1]
+    if len(_GUARDS) >= _GUARD_MEMO_SIZE:
+        _GUARDS.clear()
+    guard = _classify_guard(test)
+    _GUARDS[id(test)] = (test, guard)
+    return guard
+
+
+def _classify_guard(test: cst.BaseExpression) -> Guard | None:
     names = list(_names_in(test))
     if any(ACCUMULATION_WORDS.search(name) for name in names):
         return None

@@ -442,6 +442,35 @@ class Project:
         self, context: ModuleContext, call: cst.Call, words: tuple[str, ...]
     ) -> cst.FunctionDef | None:
         index = module_index(context)
+        if call in context.graft_targets:
+            found = context.graft_targets[call]
+        else:
+            found = context.graft_targets[call] = self._graft_target(context, call)
+        if found is None:
+            return None
+        target_path, target_qualname = found
+        summary = self.summary(target_path)
+        function_record = summary.function(target_qualname) if summary else None
+        if function_record is None or (words and not set(words) & set(function_record.words)):
+            return None
+        try:
+            module = cst.parse_module(function_record.source)
+        except Exception:  # a summary from another libcst version: nothing to graft
+            return None
+        grafted = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
+        if grafted is None:
+            return None
+        site = ForeignSite(
+            call, self.display(target_path), target_qualname, function_record.line, module
+        )
+        context.attach(grafted, call, site)
+        index.attach(grafted, call)
+        return grafted
+
+
+    def _graft_target(self, context: ModuleContext, call: cst.Call) -> tuple[str, str] | None:
+        """(path, qualified name) of the one function of another module ``call`` runs."""
+        index = module_index(context)
         callee = dotted_name(call.func)
         path = os.path.abspath(context.path)
         if callee is None or path not in self.summaries:
@@ -456,25 +485,7 @@ class Project:
         targets = [t for t in self.call_targets(path, record) if t.path != path]
         if len(targets) != 1:
             return None
-        target = targets[0]
-        summary = self.summary(target.path)
-        function_record = summary.function(target.qualname) if summary else None
-        if function_record is None or (words and not set(words) & set(function_record.words)):
-            return None
-        try:
-            module = cst.parse_module(function_record.source)
-        except Exception:  # a summary from another libcst version: nothing to graft
-            return None
-        grafted = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
-        if grafted is None:
-            return None
-        site = ForeignSite(
-            call, self.display(target.path), target.qualname, function_record.line, module
-        )
-        context.attach(grafted, call, site)
-        index.attach(grafted, call)
-        return grafted
-
+        return targets[0].path, targets[0].qualname
 
 def _file_digest(path: str) -> str:
     """A hash of a file's bytes, of a folder's sorted names, or ``missing``."""
