@@ -45,11 +45,15 @@ def wrapped_in_call(
     n)`` -> ``scaler.scale(loss / n)``). With ``around`` an attribute whose value is
     ``expression`` (``(loss / n).backward``), that attribute is replaced instead: the
     parentheses lie outside the expression's own range."""
-    bare = expression.with_changes(lpar=(), rpar=()) if expression.lpar else expression
-    wrapped = cst.Call(func=func, args=(cst.Arg(bare),))
+    wrapped = cst.Call(func=func, args=(cst.Arg(without_parentheses(expression)),))
     if isinstance(around, cst.Attribute) and around.value is expression:
         return around, around.with_changes(value=wrapped)
     return expression, wrapped
+
+
+def without_parentheses(expression: cst.BaseExpression) -> cst.BaseExpression:
+    """``expression`` without its own parentheses: ``loss / n`` of ``(loss / n)``."""
+    return expression.with_changes(lpar=(), rpar=()) if expression.lpar else expression
 
 
 def _statement_line(
