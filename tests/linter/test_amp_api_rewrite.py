@@ -31,7 +31,9 @@ def _context(source: str) -> ModuleContext:
     return ModuleContext("t.py", source, cst.parse_module(source))
 
 
-def _uses(context: ModuleContext):
+def _uses(
+    context: ModuleContext,
+) -> tuple[ModuleIndex, list[cst.Import | cst.ImportFrom], list[Use]]:
     index = module_index(context)
     statements: list[cst.Import | cst.ImportFrom] = [
         *index.nodes(cst.Import),
