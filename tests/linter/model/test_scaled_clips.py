@@ -140,3 +140,24 @@ def test_clip_position_facts_a_micro_batch_loop_and_the_steps_conditions() -> No
     assert in_a_nested_loop(index, inner)
     assert not in_a_nested_loop(index, outer)
     assert not under_the_steps_conditions(index, model, outer)
+
+
+def test_an_unscale_in_a_hook_no_iteration_reaches_may_run_before_the_clip() -> None:
+    assert (
+        lines(
+            """
+        import torch
+        class Trainer:
+            def on_before_clip(self):
+                self.scaler.unscale_(self.optimizer)
+            def fit(self, loader):
+                for batch in loader:
+                    self.scaler.scale(self.model(batch)).backward()
+                    self.hooks.fire()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+        """
+        )
+        == []
+    )

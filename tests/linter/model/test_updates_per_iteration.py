@@ -194,3 +194,20 @@ def test_an_update_in_an_arm_that_ends_the_iteration_or_of_another_scaler_is_onc
         )
         == []
     )
+
+
+def test_an_update_in_a_loop_whose_continue_skips_other_optimizers_is_once() -> None:
+    assert (
+        repeated(
+            """
+        for x in loader:
+            scaler.scale(loss_fn(x)).backward()
+            for iopt, opt in enumerate(optimizers):
+                if iopt != optim_idx:
+                    continue
+                scaler.step(opt)
+                scaler.update()
+        """
+        )
+        == []
+    )
