@@ -110,8 +110,8 @@ def test_no_import_fix_when_the_name_is_bound_twice_or_used_without_a_call() -> 
         """
     )
     index, statements, uses = _uses(twice)
-    (statement,) = [s for s in statements if isinstance(s, cst.ImportFrom)]
-    assert import_fix(statement, uses, bindings(index), SAFE) is None
+    (from_import,) = [s for s in statements if isinstance(s, cst.ImportFrom)]
+    assert import_fix(from_import, uses, bindings(index), SAFE) is None
     checked = _context(
         "from torch.cuda.amp import GradScaler\nok = isinstance(s, GradScaler)\nGradScaler()\n"
     )

@@ -37,8 +37,11 @@ def test_the_backpropagated_tensor_of_a_method_call_and_of_autograd_backward() -
     code = cst.Module([]).code_for_node
     method = cst.ensure_type(cst.parse_expression("(loss / n).backward()"), cst.Call)
     function = cst.ensure_type(cst.parse_expression("torch.autograd.backward(ts, gs)"), cst.Call)
-    assert code(backpropagated(method)) == "(loss / n)"  # type: ignore[arg-type]
-    assert code(backpropagated(function)) == "ts"  # type: ignore[arg-type]
+    from_method, from_function = backpropagated(method), backpropagated(function)
+    assert from_method is not None
+    assert from_function is not None
+    assert code(from_method) == "(loss / n)"
+    assert code(from_function) == "ts"
 
 
 def test_scaling_calls_include_casts_and_hand_scaling_by_a_named_scale() -> None:

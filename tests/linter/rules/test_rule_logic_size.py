@@ -40,8 +40,8 @@ RULES_DIR = Path(linter.rules.__file__).parent
 RULE_FILES = sorted(RULES_DIR.glob("amp*.py"))
 
 
-def _span(node: ast.AST) -> range:
-    return range(node.lineno, (node.end_lineno or node.lineno) + 1)  # type: ignore[attr-defined]
+def _span(node: ast.stmt) -> range:
+    return range(node.lineno, (node.end_lineno or node.lineno) + 1)
 
 
 def _not_logic(tree: ast.AST) -> set[int]:
