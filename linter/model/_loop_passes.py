@@ -81,3 +81,73 @@ def breaks(loop: cst.CSTNode) -> bool:
         if not isinstance(node, _OWN_SCOPE):
             stack.extend(children(node))
     return False
+
+
+def variables_read(node: cst.CSTNode) -> set[str]:
+    """Variables ``node`` reads: ``opts`` and ``k`` of ``opts[k].step``, not the attribute
+    ``step``."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            found.add(current.value)
+        elif isinstance(current, cst.Attribute):
+            stack.append(current.value)
+        else:
+            stack.extend(current.children)
+    return found
+
+
+def _has_modulo(node: cst.CSTNode) -> bool:
+    """``(i + 1) % accum == 0``: a gradient-accumulation guard, true on many passes."""
+    return any(
+        isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+        for n in walk(node)
+    )
+
+
+def on_one_pass_only(index: ModuleIndex, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """``node`` runs on one pass of ``loop`` only: under ``if micro == accum - 1:`` or ``if
+    is_last_batch:`` (an equality with the loop's variable, not a ``%`` guard, or a name that
+    says last or final)."""
+    targets = variables_read(loop.target) if isinstance(loop, cst.For) else set()
+    for ancestor in index.ancestors(node):
+        if ancestor is loop:
+            return False
+        if not isinstance(ancestor, cst.If):
+            continue
+        names = variables_read(ancestor.test)
+        if any("last" in name.lower() or "final" in name.lower() for name in names):
+            return True
+        equality = any(
+            isinstance(test, cst.Comparison)
+            and any(isinstance(c.operator, cst.Equal) for c in test.comparisons)
+            and not _has_modulo(test)
+            for test in walk(ancestor.test)
+        )
+        if equality and names & targets:
+            return True
+    return False
+
+
+def skips_passes(node: cst.CSTNode) -> bool:
+    """A ``continue`` in ``node`` of the loop around it (not of a nested loop): some passes end
+    early (``if iopt != optim_idx: continue``)."""
+    if isinstance(node, cst.Continue):
+        return True
+    if isinstance(node, _OWN_SCOPE):
+        return False
+    return any(skips_passes(child) for child in node.children)
+
+
+def assigned_in(index: ModuleIndex, loop: cst.CSTNode) -> set[str]:
+    """Dotted names an ``=`` inside ``loop`` binds (``scaler = GradScaler()`` in ``for case in
+    cases:``): a fresh value on each pass."""
+    return {
+        name
+        for assign in index.nodes(cst.Assign)
+        if loop in set(index.ancestors(assign))
+        for target in assign.targets
+        if (name := dotted_name(target.target))
+    }

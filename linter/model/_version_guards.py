@@ -10,11 +10,14 @@ version (a string, a number, a tuple of them, or a ``parse("2.4")`` of one), or 
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import libcst as cst
 
+from linter._rule import ModuleContext
 from linter.model._dotted_names import words
+from linter.model._module_index import ModuleIndex
 
 #: The arm of an ``if`` (or conditional expression): ``body`` or ``orelse``.
 Arm = Literal["body", "orelse"]
@@ -90,3 +93,50 @@ def _literal(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Tuple | cst.List):
         return bool(node.elements) and all(_literal(e.value) for e in node.elements)
     return False
+
+
+class CompatFallbacks:
+    """Deprecated uses kept on purpose for old versions: the other branch of their ``if``,
+    conditional expression or ``try`` already uses the current API (``current_api`` finds its
+    text), or they sit in the old-version arm of a version test (`old_torch_arm`). E.g. accelerate's
+    ``if is_torch_version(">=", "2.3"): torch.amp.GradScaler("cuda") else:
+    torch.cuda.amp.GradScaler()`` or timm's ``try: torch.amp.GradScaler(device=device) except
+    (AttributeError, TypeError): torch.cuda.amp.GradScaler()``. Rewriting them would drop the
+    support for torch < 2.3 (no ``torch.amp.GradScaler``) that they exist for."""
+
+    def __init__(
+        self, context: ModuleContext, index: ModuleIndex, current_api: re.Pattern[str]
+    ) -> None:
+        self._context = context
+        self._index = index
+        self._current_api = current_api
+
+    def covers(self, node: cst.CSTNode) -> bool:
+        """``node`` (a use or an import) is such a fallback, or inside one."""
+        child = node
+        for parent in self._index.ancestors(node):
+            for other in _alternatives(parent, child):
+                if self._current_api.search(self._context.module.code_for_node(other)):
+                    return True
+            if (
+                isinstance(parent, cst.If | cst.IfExp)
+                and child is not parent.test
+                and old_torch_arm(parent.test) == ("body" if child is parent.body else "orelse")
+            ):
+                return True  # `if torch_version < (1, 10): <deprecated>`
+            child = parent
+        return False
+
+
+def _alternatives(parent: cst.CSTNode, child: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The branches that run instead of ``child``, a branch of ``parent``."""
+    if isinstance(parent, (cst.If, cst.IfExp)):
+        branches = (parent.body, parent.orelse)
+        if child in branches:
+            return tuple(b for b in branches if b is not child and b is not None)
+    elif isinstance(parent, cst.Try):
+        if child is parent.body:
+            return tuple(parent.handlers)
+        if child in parent.handlers:
+            return (parent.body,)
+    return ()

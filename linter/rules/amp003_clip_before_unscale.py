@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
+from linter._fix_edits import line_before
 from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.model._accelerate_backwards import accelerate_backwards, may_scale_fp16
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model._module_index import ModuleIndex, module_index
+from linter.model._scaled_clips import (
+    ScaledClip,
+    in_a_nested_loop,
+    scaled_clips,
+    under_the_steps_conditions,
+)
 from linter.model._unscaling import may_run_before, unscaling_calls
-
-#: Receivers of Accelerate's ``backward(loss)``: ``accelerator``, ``self._accelerator``.
-_ACCELERATOR = re.compile(r"^_*accelerator$", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class ScaledClip:
-    """A clip of gradients that may still carry the loss scale, as one iteration shows it."""
-
-    #: The clip, as its iteration sees it (``via`` set when a called function does it).
-    clip: Event
-    #: The first ``scaler.step(optimizer)`` that may follow it.
-    step: Event
-    #: The scaled backward that may precede it, or None when none is written in the
-    #: iteration (a trainer's ``optimizer_step(self)`` that clips and steps).
-    backward: Event | None
-    #: The iteration.
-    iteration: Iteration
 
 
 class ClipBeforeUnscale(Rule):
@@ -360,37 +348,16 @@ class Trainer:
             return
         index = module_index(context)
         unscalers = unscaling_calls(model, index)
-        found: dict[cst.Call, ScaledClip] = {}
-        covered: set[cst.Call] = set()
-        for iteration in model.iterations:
-            for clip in iteration.of(Kind.CLIP):
-                verdict = _judge(model, index, iteration, clip, unscalers)
-                if verdict is True:
-                    covered.add(clip.call)
-                elif isinstance(verdict, ScaledClip):
-                    before = found.get(clip.call)
-                    if before is None or (before.backward is None and verdict.backward):
-                        found[clip.call] = verdict
-        # An unscale_ in a function no iteration reaches (a hook, a callback's method) may be
-        # called between backward and clip in ways this file does not show.
-        unreached = {
-            last_part(event.scaler)
-            for event in model.events
-            if event.kind is Kind.UNSCALE and event.scaler and not model.holding(event.call)
-        }
+        verdicts = scaled_clips(model, index, unscalers)
         fixed_steps: set[cst.Call] = set()
-        for call, scaled in sorted(found.items(), key=lambda item: index.order[item[0]]):
-            if call in covered or last_part(scaled.step.scaler or "") in unreached:
-                continue
-            if scaled.backward is None and not _unscaled_nowhere(model, scaled, unscalers):
-                continue
+        for scaled in verdicts.scaled:
             fix = None
             if scaled.step.call not in fixed_steps:
                 fix = _unscale_fix(context, model, index, scaled)
                 if fix is not None:
                     fixed_steps.add(scaled.step.call)
             yield _finding(scaled, fix, index, model)
-        reported = set(found) | covered
+        reported = set(verdicts.judged)
         yield from _after_accelerate_backward(context, model, index, unscalers, reported)
 
 
@@ -402,18 +369,9 @@ def _after_accelerate_backward(
     reported: set[cst.Call],
 ) -> Iterable[Finding]:
     """``accelerator.backward(loss)``, then torch's clip, then ``optimizer.step()``: under fp16
-    mixed precision Accelerate's backward scales the loss and its optimizer's ``step()``
-    unscales only then, so the clip sees scaled gradients (``accelerator.clip_grad_norm_``
-    unscales first). Not where the file pins another precision or uses DeepSpeed, whose engine
-    scales and clips by itself."""
-    backwards = [
-        call
-        for call in index.calls_named(".backward")
-        if call.args
-        and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
-        and _ACCELERATOR.search(last_part(receiver))
-    ]
-    if not backwards or "deepspeed" in context.source.lower() or _never_fp16(index):
+    mixed precision the clip sees scaled gradients (`linter.model._accelerate_backwards`)."""
+    backwards = accelerate_backwards(index)
+    if not backwards or not may_scale_fp16(context, index):
         return
     for iteration in model.iterations:
         for clip in iteration.of(Kind.CLIP):
@@ -428,7 +386,7 @@ def _after_accelerate_backward(
                 continue
             reported.add(clip.call)
             function = last_part(dotted_name(clip.call.func) or "clip_grad_norm_")
-            receiver = dotted_name(backward.func.value)  # type: ignore[attr-defined]  # backwards come from calls_named(".backward")
+            receiver = dotted_name(cst.ensure_type(backward.func, cst.Attribute).value)
             message = (
                 f"`{function}` after `{receiver}.backward(...)` clips gradients that are still "
                 f"multiplied by the loss scale when Accelerate runs fp16 mixed precision; use "
@@ -447,86 +405,6 @@ def _clips_before_a_plain_step(iteration: Iteration, clip: Event) -> bool:
     return bool(follows) and all(step.kind is Kind.OPTIMIZER_STEP for step in follows)
 
 
-def _never_fp16(index: ModuleIndex) -> bool:
-    """Every ``Accelerator(...)`` of the file pins a precision other than fp16."""
-    pinned = []
-    for call in index.calls_named("Accelerator") + index.calls_named(".Accelerator"):
-        value = next(
-            (a.value for a in call.args if a.keyword and a.keyword.value == "mixed_precision"),
-            None,
-        )
-        if not isinstance(value, cst.SimpleString):
-            return False
-        pinned.append(value.evaluated_value)
-    return bool(pinned) and "fp16" not in pinned
-
-
-def _judge(
-    model: TrainingIterations,
-    index: ModuleIndex,
-    iteration: Iteration,
-    clip: Event,
-    unscaling_calls: list[cst.Call],
-) -> ScaledClip | bool:
-    """What one iteration says about ``clip``: a `ScaledClip`; True when something may unscale
-    before it; False when it says nothing (no scaler step after it, the non-AMP path)."""
-    steps = [step for step in iteration.of(Kind.SCALER_STEP) if iteration.may_precede(clip, step)]
-    if not steps:
-        return False
-    step = steps[0]
-    if any(
-        iteration.may_precede(clip, direct) and iteration.may_precede(direct, step)
-        for direct in iteration.of(Kind.OPTIMIZER_STEP)
-    ):
-        return False  # an optimizer stepped directly comes first: the clip is its business
-    for unscale in iteration.of(Kind.UNSCALE):
-        if iteration.may_precede(unscale, clip) and _unscales_for(unscale, step, iteration):
-            return True
-    if any(may_run_before(model, index, call, clip) for call in unscaling_calls):
-        return True
-    backwards = [
-        backward
-        for backward in iteration.of(Kind.SCALED_BACKWARD, Kind.BACKWARD)
-        if iteration.may_precede(backward, clip) and not iteration.exclusive(backward, step)
-    ]
-    scaled = [b for b in backwards if b.kind is Kind.SCALED_BACKWARD]
-    if scaled:
-        return ScaledClip(clip, step, scaled[-1], iteration)
-    if iteration.of(Kind.SCALED_BACKWARD, Kind.BACKWARD):
-        return False  # a plain backward before it (the non-AMP path), or none before it
-    return ScaledClip(clip, step, None, iteration)
-
-
-def _unscales_for(unscale: Event, step: Event, iteration: Iteration) -> bool:
-    """Whether ``unscale`` may unscale the gradients ``step`` applies: the same optimizer, an
-    unknown one, or one the iteration does not step through the scaler (a loop variable over
-    the optimizers, an alias) — only another optimizer stepped here is certainly not it."""
-    if unscale.optimizer is None or step.optimizer is None:
-        return True
-    if unscale.optimizer == step.optimizer:
-        return True
-    return unscale.optimizer not in {s.optimizer for s in iteration.of(Kind.SCALER_STEP)}
-
-
-def _unscaled_nowhere(
-    model: TrainingIterations, scaled: ScaledClip, unscaling_calls: list[cst.Call]
-) -> bool:
-    """With no scaled backward written in the iteration (a trainer's ``optimizer_step(self)``
-    that clips, then steps): report only when the scaler is proven a GradScaler and nothing in
-    the module unscales it — another method or a subclass here might do it before the call."""
-    step = scaled.step
-    receiver = step.call.func
-    if step.scaler is None or not isinstance(receiver, cst.Attribute):
-        return False
-    if not model.receivers.proves(receiver.value) or unscaling_calls:
-        return False
-    name = last_part(step.scaler)
-    return not any(
-        event.kind is Kind.UNSCALE and last_part(event.scaler or name) == name
-        for event in model.events
-    )
-
-
 def _finding(
     scaled: ScaledClip, fix: NodeFix | None, index: ModuleIndex, model: TrainingIterations
 ) -> Finding:
@@ -534,12 +412,12 @@ def _finding(
     scaler = scaled.step.scaler or "scaler"
     optimizer = scaled.step.optimizer or "optimizer"
     function = last_part(dotted_name(clip.func) or "clip_grad_norm_")
-    if _in_a_nested_loop(index, scaled):
+    if in_a_nested_loop(index, scaled):
         advice = (
             "it runs in a loop inside the iteration (micro-batches?): clip once, after the loop "
             f"and after `{scaler}.unscale_({optimizer})`"
         )
-    elif not _under_the_steps_conditions(index, model, scaled):
+    elif not under_the_steps_conditions(index, model, scaled):
         advice = (
             f"clip under the conditions where `{scaler}.step({optimizer})` runs, after "
             f"`{scaler}.unscale_({optimizer})`"
@@ -560,9 +438,6 @@ def _finding(
     return Finding(clip, message, related=tuple(related), fix=fix)
 
 
-# -- the fix ---------------------------------------------------------------------------------
-
-
 def _unscale_fix(
     context: ModuleContext, model: TrainingIterations, index: ModuleIndex, scaled: ScaledClip
 ) -> NodeFix | None:
@@ -572,106 +447,14 @@ def _unscale_fix(
     optimizers = {s.optimizer for s in iteration.of(Kind.SCALER_STEP)}
     if step.scaler is None or step.optimizer is None or optimizers != {step.optimizer}:
         return None
-    function = index.enclosing_function(clip)
-    if function is not index.enclosing_function(step.call):
+    if index.enclosing_function(clip) is not index.enclosing_function(step.call):
         return None
-    if _in_a_nested_loop(index, scaled):
+    if in_a_nested_loop(index, scaled):
         return None  # a micro-batch loop: a second unscale_ before update() raises
-    if not _under_the_steps_conditions(index, model, scaled):
+    if not under_the_steps_conditions(index, model, scaled):
         return None
-    line, block = _statement_line(index, clip)
-    if line is None or block is None:
+    call = f"{step.scaler}.unscale_({step.optimizer})"
+    replacement = line_before(context, index, clip, call)
+    if replacement is None:
         return None
-    old = _line_end_before(line, block)
-    if old is None:
-        return None
-    header = _as_header(context, old)
-    if header is None:
-        return None
-    indent = _leading_whitespace(context, context.position(line).start.line)
-    statement = cst.parse_statement(f"{step.scaler}.unscale_({step.optimizer})\n")
-    new = cst.IndentedBlock(body=[statement], header=header, indent=indent)
-    return NodeFix(f"call `{step.scaler}.unscale_({step.optimizer})` first", ((old, new),), UNSAFE)
-
-
-def _under_the_steps_conditions(
-    index: ModuleIndex, model: TrainingIterations, scaled: ScaledClip
-) -> bool:
-    """Every ``if`` around the step (in its function) is around the clip too, in the same arm:
-    where the clip runs, the step follows (not so under ``if (i + 1) % accum == 0: step``)."""
-    clip, step = scaled.clip.call, scaled.step.call
-    if index.enclosing_function(clip) is not index.enclosing_function(step):
-        return True  # across functions the conditions are not comparable: say nothing
-    return set(model.facts.arms(step)) <= set(model.facts.arms(clip))
-
-
-def _in_a_nested_loop(index: ModuleIndex, scaled: ScaledClip) -> bool:
-    """The clip sits in a loop inside its iteration (or inside the function that clips)."""
-    function = index.enclosing_function(scaled.clip.call)
-    for ancestor in index.ancestors(scaled.clip.call):
-        if ancestor is scaled.iteration.scope or ancestor is function:
-            return False
-        if isinstance(ancestor, cst.For | cst.While):
-            return True
-    return False
-
-
-def _statement_line(
-    index: ModuleIndex, clip: cst.Call
-) -> tuple[cst.SimpleStatementLine | None, cst.IndentedBlock | cst.Module | None]:
-    """The line and block of a plain statement made of the clip: ``clip(...)`` or
-    ``norm = clip(...)``, alone on its line."""
-    statement = index.parent.get(clip)
-    if isinstance(statement, cst.Assign | cst.AnnAssign) and statement.value is clip:
-        pass
-    elif not (isinstance(statement, cst.Expr) and statement.value is clip):
-        return None, None
-    line = index.parent.get(statement)
-    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
-        return None, None
-    block = index.parent.get(line)
-    if not isinstance(block, cst.IndentedBlock | cst.Module):
-        return None, None
-    return line, block
-
-
-def _line_end_before(
-    line: cst.SimpleStatementLine, block: cst.IndentedBlock | cst.Module
-) -> cst.TrailingWhitespace | cst.EmptyLine | None:
-    """The node that ends the source line just above ``line``: its last comment or blank
-    line, the previous statement's newline, or the block's header."""
-    if line.leading_lines:
-        return line.leading_lines[-1]
-    position = next(i for i, statement in enumerate(block.body) if statement is line)
-    if position == 0:
-        return block.header if isinstance(block, cst.IndentedBlock) else None
-    node: cst.CSTNode = block.body[position - 1]
-    while not isinstance(node, cst.TrailingWhitespace | cst.EmptyLine):
-        if not node.children:
-            return None
-        node = node.children[-1]
-    return node
-
-
-def _as_header(
-    context: ModuleContext, old: cst.TrailingWhitespace | cst.EmptyLine
-) -> cst.TrailingWhitespace | None:
-    """The end of a line as an ``IndentedBlock`` header that prints the same text."""
-    if isinstance(old, cst.TrailingWhitespace):
-        return old
-    text = _source_line(context, context.position(old).start.line)
-    comment = old.comment.value if old.comment is not None else ""
-    whitespace = text[: len(text) - len(comment)] if comment else text
-    if whitespace.strip(" \t\f"):
-        return None
-    return cst.TrailingWhitespace(cst.SimpleWhitespace(whitespace), old.comment, old.newline)
-
-
-def _source_line(context: ModuleContext, number: int) -> str:
-    lines = context.source.splitlines()
-    return lines[number - 1] if 0 < number <= len(lines) else ""
-
-
-def _leading_whitespace(context: ModuleContext, number: int) -> str:
-    text = _source_line(context, number)
-    return text[: len(text) - len(text.lstrip(" \t"))]
+    return NodeFix(f"call `{call}` first", (replacement,), UNSAFE)

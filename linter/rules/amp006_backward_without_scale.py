@@ -8,38 +8,13 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
+from linter._fix_edits import without_parentheses, wrapped_in_call
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._dotted_names import dotted_name, last_part
+from linter.model._gradient_reach import feeds_a_plain_optimizer, never_together, reaches
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model._module_index import ModuleIndex, module_index
-from linter.model._path_facts import Fact
-from linter.model._scaler_receivers import GRAD_SCALER_CLASS_NAMES, GRAD_SCALER_CONSTRUCTORS
-
-#: Methods whose result is a scaled loss: a GradScaler's ``scale``, apex's ``amp.scale_loss``
-#: (``with amp.scale_loss(loss, opt) as scaled_loss: scaled_loss.backward()``).
-_SCALING_METHODS = frozenset({"scale", "scale_loss"})
-
-#: Tensor methods whose result is as scaled as their input (linear in it): a scaled loss
-#: reduced with one of them is still scaled.
-_LINEAR_REDUCTIONS = frozenset({"mean", "sum", "float", "squeeze", "reshape", "view"})
-
-#: Events that consume or clear the gradients a backward left: once one of them always runs
-#: between a plain backward and a ``scaler.step``, the step no longer sees those gradients.
-_GRADIENT_SINKS = (Kind.OPTIMIZER_STEP, Kind.ZERO_GRAD)
-
-#: A scaler bound only to ``GradScaler(enabled=False)``: its scale is 1, ``step`` divides by 1.
-_DISABLED = "disabled"
-
-
-@dataclass(frozen=True, slots=True)
-class Switch:
-    """When one construction of a scaler scales: ``GradScaler(enabled=args.amp)`` under
-    ``if torch.cuda.is_available():`` scales when both hold."""
-
-    #: What must hold for it to scale (none: it always does).
-    facts: frozenset[Fact]
-    #: Its ``enabled=`` expression, if not a literal.
-    enabled: cst.BaseExpression | None = None
+from linter.model._scaled_losses import backpropagated, backpropagates_scaled, discarded_scale
+from linter.model._scaler_switches import DISABLED, ScalerSwitches, scaler_off, scaler_switches
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,76 +29,6 @@ class UnscaledBackward:
     switch: cst.BaseExpression | None
     #: A ``scaler.scale(loss)`` before it whose result is never backpropagated, if any.
     discarded: cst.Call | None
-
-
-class ScalerSwitches:
-    """How each scaler name is built: only ``GradScaler(enabled=False)`` (never scales), or the
-    `Switch`es under which its constructions scale."""
-
-    def __init__(self, index: ModuleIndex, model: TrainingIterations) -> None:
-        self._index = index
-        self._aliases = model.aliases
-        self._facts = model.facts
-        #: dotted name -> the values assigned to it anywhere in the module.
-        self._values: dict[str, list[cst.BaseExpression]] = {}
-        for assign in index.nodes(cst.Assign):
-            for target in assign.targets:
-                name = dotted_name(target.target)
-                if name is not None:
-                    self._values.setdefault(name, []).append(assign.value)
-        for ann in index.nodes(cst.AnnAssign):
-            name = dotted_name(ann.target)
-            if name is not None and ann.value is not None:
-                self._values.setdefault(name, []).append(ann.value)
-
-    def of(self, scaler: str | None, where: cst.CSTNode) -> str | list[Switch] | None:
-        """`_DISABLED`, the `Switch`es of its constructions, or None when the module does not
-        show how it is built (a parameter, ``accelerator.scaler``). A name bound in the
-        function around ``where`` is read from there alone: two functions may each build a
-        local ``scaler`` of their own."""
-        values = self._bound(scaler or "", where)
-        if len(values) == 1 and (alias := dotted_name(values[0])) is not None:
-            values = self._bound(alias, where)  # scaler = self.scaler
-        if not values:
-            return None
-        switches: list[Switch] = []
-        for value in values:
-            enabled = self._enabled(value)
-            if enabled is None:
-                return None
-            if enabled == _DISABLED:
-                continue
-            facts = self._facts.conditions(value)
-            if isinstance(enabled, cst.BaseExpression):
-                switches.append(Switch(facts | self._facts.facts.of_test(enabled, True), enabled))
-            else:
-                switches.append(Switch(facts))
-        return switches or _DISABLED
-
-    def _bound(self, name: str, where: cst.CSTNode) -> list[cst.BaseExpression]:
-        values = self._values.get(name, [])
-        function = self._index.enclosing_function(where)
-        local = [v for v in values if self._index.enclosing_function(v) is function]
-        return local if local and function is not None else values
-
-    def _enabled(self, value: cst.BaseExpression) -> cst.BaseExpression | str | None:
-        """A GradScaler constructor's ``enabled=``: `_DISABLED` for ``False``, the expression
-        for a switch, ``""`` when it is always on; None for what is not a constructor."""
-        if not isinstance(value, cst.Call):
-            return None
-        name = dotted_name(value.func)
-        if name is None:
-            return None
-        qualified = self._aliases.qualify(name)
-        if qualified not in GRAD_SCALER_CONSTRUCTORS and name not in GRAD_SCALER_CLASS_NAMES:
-            return None
-        for arg in value.args:
-            if arg.keyword is not None and arg.keyword.value == "enabled":
-                flag = arg.value
-                if isinstance(flag, cst.Name) and flag.value in ("True", "False"):
-                    return _DISABLED if flag.value == "False" else ""
-                return flag
-        return ""
 
 
 class BackwardWithoutScale(Rule):
@@ -467,8 +372,7 @@ for real, noise in loader:
         if not any(event.kind is Kind.BACKWARD for event in model.events):
             return
         index = module_index(context)
-        switches = index.shared(ScalerSwitches, lambda: ScalerSwitches(index, model))
-        query = _Query(context, index, model, switches)
+        query = _Query(context, index, model, scaler_switches(index, model))
         found: dict[cst.Call, list[UnscaledBackward]] = {}
         for iteration in model.iterations:
             for unscaled in query.unscaled_backwards(iteration):
@@ -492,23 +396,23 @@ class _Query:
         self._model = model
         self._switches = switches
 
-    # -- which plain backwards feed a scaler's step ------------------------------------------
-
     def unscaled_backwards(self, iteration: Iteration) -> Iterator[UnscaledBackward]:
+        """The plain backwards of ``iteration`` whose gradients a scaler step may unscale."""
+        model, index = self._model, self._index
         steps = iteration.of(Kind.SCALER_STEP)
         if not steps:
             return
         for backward in iteration.of(Kind.BACKWARD):
-            if self._scaled_elsewhere(backward) or self._feeds_a_plain_optimizer(
-                iteration, backward, steps
+            if backpropagates_scaled(index, backward.call) or feeds_a_plain_optimizer(
+                model, iteration, backward, steps
             ):
                 continue
             for step in steps:
                 switches = self._switches.of(step.scaler, step.call)
-                if switches == _DISABLED or not self._reaches(iteration, backward, step):
+                if switches == DISABLED or not reaches(model, index, iteration, backward, step):
                     continue
                 known = switches if isinstance(switches, list) else []
-                if self._scaler_off(backward, step, known):
+                if scaler_off(model.facts, model.conditions(backward), step.scaler or "", known):
                     continue
                 always_on = any(not switch.facts for switch in known)
                 if not always_on and self._scaled_on_another_branch(iteration, backward, step):
@@ -518,73 +422,8 @@ class _Query:
                     backward,
                     step,
                     enabling[0] if enabling else None,
-                    self._discarded_scale(backward),
+                    discarded_scale(self._context, index, model, backward.call),
                 )
-
-    def _reaches(self, iteration: Iteration, backward: Event, step: Event) -> bool:
-        """The backward's gradients may reach ``step``: it may run later in the iteration, on
-        a path that runs both, with no optimizer step or ``zero_grad`` always in between."""
-        if not iteration.may_precede(backward, step) or self._never_together(
-            iteration, backward, step
-        ):
-            return False
-        return not any(
-            self._always_between(iteration, backward, sink, step)
-            for sink in iteration.between(backward, step, *_GRADIENT_SINKS)
-        )
-
-    def _never_together(self, iteration: Iteration, a: Event, b: Event) -> bool:
-        if iteration.exclusive(a, b):
-            return True
-        return self._model.facts.contradict(self._model.conditions(a), self._model.conditions(b))
-
-    def _always_between(self, iteration: Iteration, first: Event, sink: Event, last: Event) -> bool:
-        """``sink`` runs whenever ``first`` and ``last`` do: no ``if`` or loop of its own
-        between it and the iteration (one around ``first`` or ``last`` too is shared)."""
-        if sink.via is not None and self._model.facts.conditions(sink.call):
-            return False
-        shared = set(self._index.ancestors(first.site)) | set(self._index.ancestors(last.site))
-        for ancestor in self._index.ancestors(sink.site):
-            if ancestor is iteration.scope:
-                return True
-            if isinstance(ancestor, cst.If | cst.For | cst.While) and ancestor not in shared:
-                return False
-        return True
-
-    def _feeds_a_plain_optimizer(
-        self, iteration: Iteration, backward: Event, steps: list[Event]
-    ) -> bool:
-        """An optimizer other than the scaler's is stepped directly after the backward: its
-        gradients may be that optimizer's (an fp32 discriminator stepped after the generator's
-        scaler step), which the scaler never unscales."""
-        stepped = {step.optimizer for step in steps}
-        return any(
-            plain.optimizer is not None
-            and None not in stepped
-            and plain.optimizer not in stepped
-            and iteration.may_precede(backward, plain)
-            and not self._never_together(iteration, backward, plain)
-            for plain in iteration.of(Kind.OPTIMIZER_STEP)
-        )
-
-    def _scaler_off(self, backward: Event, step: Event, switches: list[Switch]) -> bool:
-        """The backward only runs where the step's scaler is ``None``, falsy or disabled
-        (``if scaler is None:``, ``if not scaler.is_enabled():``), or where none of its
-        constructions scales (``GradScaler(enabled=args.amp)`` and ``if not args.amp:``; a
-        ``GradScaler()`` built under ``if args.fp16:`` and ``else:``)."""
-        conditions = self._model.conditions(backward)
-        scaler = step.scaler or ""
-        off = {
-            Fact(scaler, "is", False),
-            Fact(scaler, "==", None),
-            Fact(f"{scaler}.is_enabled()", "is", False),
-        }
-        if conditions & off:
-            return True
-        facts = self._model.facts
-        return bool(switches) and all(
-            switch.facts and facts.contradict(conditions, switch.facts) for switch in switches
-        )
 
     def _scaled_on_another_branch(self, iteration: Iteration, backward: Event, step: Event) -> bool:
         """``if args.fp16: scaler.scale(loss).backward() else: loss.backward()`` with a scaler
@@ -592,115 +431,10 @@ class _Query:
         branch is the scaler's switch, however spelled (``GradScaler(enabled=self.use_amp)``
         and ``if args.fp16:``), so the plain arm runs with the scaler disabled."""
         return any(
-            scaled.scaler == step.scaler and self._never_together(iteration, scaled, backward)
+            scaled.scaler == step.scaler
+            and never_together(self._model, iteration, scaled, backward)
             for scaled in iteration.of(Kind.SCALED_BACKWARD)
         )
-
-    def _scaled_elsewhere(self, backward: Event) -> bool:
-        """The tensor is already scaled by means the model does not see: a ``.scale(...)`` /
-        ``scale_loss(...)`` result, a name bound to one (apex's ``with amp.scale_loss(...) as
-        scaled_loss``), or a parameter that a call passes ``scaler.scale(loss)``."""
-        tensor = _backpropagated(backward.call)
-        if tensor is None:
-            return True
-        if isinstance(tensor, cst.Name) and tensor.value in ("self", "cls"):
-            return True  # `self.backward()`: a method of the caller's own class
-        parts = (
-            [element.value for element in tensor.elements]
-            if isinstance(tensor, cst.List | cst.Tuple)
-            else [tensor]
-        )
-        return any(self._is_scaled(part, backward.call) for part in parts)
-
-    def _is_scaled(self, tensor: cst.BaseExpression, call: cst.Call) -> bool:
-        tensor = _reduced_from(tensor)
-        if _is_scaling_call(tensor):
-            return True
-        name = dotted_name(tensor)
-        if name is None:
-            return False
-        for node in self._index.nodes(cst.AsName):
-            item = self._index.parent.get(node)
-            if (
-                isinstance(item, cst.WithItem)
-                and dotted_name(node.name) == name
-                and _is_scaling_call(item.item)
-            ):
-                return True
-        for assign in self._index.nodes(cst.Assign):
-            targets = {dotted_name(t.target) for t in assign.targets}
-            if name in targets and _is_scaling_call(assign.value):
-                return True
-        for update in self._index.nodes(cst.AugAssign):  # loss *= self.loss_scale
-            if (
-                dotted_name(update.target) == name
-                and isinstance(update.operator, cst.MultiplyAssign)
-                and _names_a_scale(update.value)
-            ):
-                return True
-        return self._parameter_given_scaled(call, name)
-
-    def _parameter_given_scaled(self, call: cst.Call, name: str) -> bool:
-        function = self._index.enclosing_function(call)
-        if function is None:
-            return False
-        params = [p.name.value for p in function.params.params]
-        if name not in params:
-            return False
-        method = self._index.enclosing_class(call) is not None
-        position = params.index(name) - (1 if method else 0)
-        for site in self._index.calls_named(function.name.value) + self._index.calls_named(
-            "." + function.name.value
-        ):
-            positional = [arg for arg in site.args if arg.keyword is None and not arg.star]
-            given = [arg.value for arg in site.args if arg.keyword and arg.keyword.value == name]
-            if 0 <= position < len(positional):
-                given.append(positional[position].value)
-            if any(_is_scaling_call(value) for value in given):
-                return True
-        return False
-
-    def _discarded_scale(self, backward: Event) -> cst.Call | None:
-        """``scaler.scale(loss)`` before ``loss.backward()`` in the same function whose result
-        is never backpropagated: a statement of its own, or bound to a name that no backward
-        in the function starts from."""
-        tensor = _backpropagated(backward.call)
-        if tensor is None:
-            return None
-        code = self._context.module.code_for_node
-        text = code(tensor).strip()
-        function = self._index.enclosing_function(backward.call)
-        for call in self._index.calls_named(".scale"):
-            if not (
-                self._index.enclosing_function(call) is function
-                and self._model.receivers.looks_like(call.func.value)  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
-                and len(call.args) == 1
-                and code(call.args[0].value).strip() == text
-                and self._index.order[call] < self._index.order[backward.call]
-            ):
-                continue
-            statement = self._index.parent.get(call)
-            if isinstance(statement, cst.Expr):
-                return call
-            if isinstance(statement, cst.Assign) and not any(
-                self._backpropagates(dotted_name(target.target), function)
-                for target in statement.targets
-            ):
-                return call
-        return None
-
-    def _backpropagates(self, name: str | None, function: cst.CSTNode | None) -> bool:
-        """Some backward in ``function`` starts from ``name`` (or the name is not plain)."""
-        if name is None:
-            return True
-        return any(
-            self._index.enclosing_function(call) is function
-            and (tensor := _backpropagated(call)) is not None
-            and dotted_name(tensor) == name
-            for call in self._index.calls_named(".backward")
-        )
-
-    # -- the finding -------------------------------------------------------------------------
 
     def finding(self, found: list[UnscaledBackward]) -> Finding:
         first = found[0]
@@ -709,8 +443,8 @@ class _Query:
         step = code(first.step.call)
         line = self._context.position(first.step.call).start.line
         scaler = first.step.scaler or "scaler"
-        tensor = _backpropagated(first.backward.call)
-        tensor_text = code(_bare(tensor)).strip() if tensor is not None else "loss"
+        tensor = backpropagated(first.backward.call)
+        tensor_text = code(without_parentheses(tensor)).strip() if tensor is not None else "loss"
         message = (
             f"`{_one_line(backward)}` backpropagates an unscaled loss, but `{_one_line(step)}` "
             f"(line {line}) divides the gradients by the loss scale"
@@ -737,21 +471,11 @@ class _Query:
         assert scaler is not None
         if not all(self._names_the_scaler(backward.call, u.step.call, scaler) for u in found):
             return None
-        tensor = _backpropagated(backward.call)
+        tensor = backpropagated(backward.call)
         if tensor is None:
             return None
-        wrapped = cst.Call(
-            func=cst.Attribute(value=cst.parse_expression(scaler), attr=cst.Name("scale")),
-            args=(cst.Arg(_bare(tensor)),),
-        )
-        func = backward.call.func
-        # `(loss / n).backward()`: the parentheses lie outside the tensor's own range, so the
-        # whole `<tensor>.backward` is rewritten to drop them.
-        replacement: tuple[cst.CSTNode, cst.CSTNode] = (
-            (func, func.with_changes(value=wrapped))
-            if isinstance(func, cst.Attribute) and func.value is tensor
-            else (tensor, wrapped)
-        )
+        scale = cst.Attribute(value=cst.parse_expression(scaler), attr=cst.Name("scale"))
+        replacement = wrapped_in_call(tensor, scale, around=backward.call.func)
         return NodeFix(f"backpropagate `{scaler}.scale(...)`", (replacement,), UNSAFE)
 
     def _names_the_scaler(self, backward: cst.Call, step: cst.Call, scaler: str) -> bool:
@@ -761,71 +485,6 @@ class _Query:
             return True
         cls = index.enclosing_class(backward)
         return scaler.startswith("self.") and cls is not None and cls is index.enclosing_class(step)
-
-
-def _backpropagated(call: cst.Call) -> cst.BaseExpression | None:
-    """The tensor a plain backward starts from: ``R`` of ``R.backward(...)``, the first
-    argument of ``torch.autograd.backward(...)``."""
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "backward":
-        owner = dotted_name(func.value)
-        if owner is None or not owner.endswith("autograd"):
-            return func.value
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value == "tensors":
-            return arg.value
-    return None
-
-
-def _reduced_from(tensor: cst.BaseExpression) -> cst.BaseExpression:
-    """What ``tensor`` reduces or rescales: ``loss`` of ``loss.mean()``, ``loss.sum() / n``,
-    ``(loss * w).mean()``. Such a tensor is scaled when that one is (the reductions are
-    linear): ``loss = scaler.scale(loss)`` then ``loss.mean().backward()``."""
-    while True:
-        if (
-            isinstance(tensor, cst.Call)
-            and isinstance(tensor.func, cst.Attribute)
-            and tensor.func.attr.value in _LINEAR_REDUCTIONS
-        ):
-            tensor = tensor.func.value
-        elif isinstance(tensor, cst.BinaryOperation) and isinstance(
-            tensor.operator, cst.Divide | cst.Multiply
-        ):
-            if _is_scaling_call(tensor):
-                return tensor
-            tensor = tensor.left
-        else:
-            return tensor
-
-
-def _bare(node: cst.BaseExpression) -> cst.BaseExpression:
-    """``node`` without its own parentheses: ``loss / n`` of ``(loss / n)``."""
-    return node.with_changes(lpar=(), rpar=()) if node.lpar else node
-
-
-def _is_scaling_call(node: cst.BaseExpression) -> bool:
-    """A scaled tensor's expression: ``<anything>.scale(x)``, ``amp.scale_loss(x, opt)``
-    (through ``cast(T, ...)``), or a hand-scaled ``loss * self.loss_scale`` /
-    ``loss * scaler.get_scale()`` (a custom scaler's static loss scale)."""
-    while (
-        isinstance(node, cst.Call) and dotted_name(node.func) in ("cast", "typing.cast")
-    ) and len(node.args) == 2:
-        node = node.args[1].value
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
-        return _names_a_scale(node.left) or _names_a_scale(node.right)
-    return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in _SCALING_METHODS
-    )
-
-
-def _names_a_scale(node: cst.BaseExpression) -> bool:
-    """``self.loss_scale``, ``scaler.get_scale()``, ``cur_scale``."""
-    if isinstance(node, cst.Call):
-        node = node.func
-    name = dotted_name(node)
-    return name is not None and "scale" in last_part(name).lower()
 
 
 def _one_line(text: str) -> str:

@@ -7,7 +7,17 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model._loop_passes import breaks, loop_targets, loops_between, mentions, per_pass_names
+from linter.model._loop_passes import (
+    assigned_in,
+    breaks,
+    loop_targets,
+    loops_between,
+    mentions,
+    on_one_pass_only,
+    per_pass_names,
+    skips_passes,
+    variables_read,
+)
 from linter.model._module_index import ModuleIndex, module_index
 
 
@@ -76,3 +86,62 @@ def test_loops_between_stop_at_the_scope_and_the_function() -> None:
     outer, middle, inner = index.nodes(cst.For)
     assert list(loops_between(index, call, middle)) == [inner]
     assert list(loops_between(index, call, index.module)) == [inner, middle, outer]
+
+
+def test_variables_read_are_names_not_attribute_parts() -> None:
+    (expression,) = [cst.parse_expression("opts[k].step(self.scaler)")]
+    assert variables_read(expression) == {"opts", "k", "self"}
+
+
+def test_a_step_under_an_equality_with_the_loop_variable_runs_on_one_pass() -> None:
+    index = _index(
+        """
+        for micro in range(accum):
+            if micro == accum - 1:
+                first()
+            if (micro + 1) % accum == 0:
+                second()
+            if is_last_batch:
+                third()
+            if other == 0:
+                fourth()
+        """
+    )
+    (loop,) = index.nodes(cst.For)
+    calls = {c.func.value: c for c in index.nodes(cst.Call) if isinstance(c.func, cst.Name)}
+    assert on_one_pass_only(index, calls["first"], loop)
+    assert not on_one_pass_only(index, calls["second"], loop)  # a modulo: many passes
+    assert on_one_pass_only(index, calls["third"], loop)
+    assert not on_one_pass_only(index, calls["fourth"], loop)  # not the loop's variable
+
+
+def test_a_continue_of_the_loop_skips_passes_one_of_a_nested_loop_does_not() -> None:
+    index = _index(
+        """
+        for opt in optimizers:
+            if opt is not mine:
+                continue
+            step(opt)
+        for opt in optimizers:
+            for p in params:
+                if p is None:
+                    continue
+            step(opt)
+        """
+    )
+    first, second = [loop for loop in index.nodes(cst.For) if loop.target.value == "opt"]
+    assert skips_passes(first.body)
+    assert not skips_passes(second.body)
+
+
+def test_assigned_in_holds_plain_assignments_in_the_loop() -> None:
+    index = _index(
+        """
+        scaler = make()
+        for case in cases:
+            scaler = GradScaler()
+            self.count += 1
+        """
+    )
+    (loop,) = index.nodes(cst.For)
+    assert assigned_in(index, loop) == {"scaler"}

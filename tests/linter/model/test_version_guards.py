@@ -1,11 +1,17 @@
-"""old_torch_arm: which arm of an ``if`` runs only on an old version (AMP004's fallbacks)."""
+"""Version guards: which arm of an ``if`` runs only on an old version, and the compatibility
+fallbacks beside the current API (AMP004 neither reports nor rewrites them)."""
 
 from __future__ import annotations
+
+import textwrap
 
 import libcst as cst
 import pytest
 
-from linter.model._version_guards import old_torch_arm
+from linter._rule import ModuleContext
+from linter.model._deprecated_amp_api import CURRENT_API
+from linter.model._module_index import module_index
+from linter.model._version_guards import CompatFallbacks, old_torch_arm
 
 
 @pytest.mark.parametrize(
@@ -29,3 +35,54 @@ from linter.model._version_guards import old_torch_arm
 )
 def test_old_torch_arm(test: str, arm: str | None) -> None:
     assert old_torch_arm(cst.parse_expression(test)) == arm
+
+
+def _fallback_lines(source: str) -> list[int]:
+    """Lines of the ``torch.cuda.amp`` calls that `CompatFallbacks` covers."""
+    source = textwrap.dedent(source)
+    context = ModuleContext("t.py", source, cst.parse_module(source))
+    index = module_index(context)
+    fallbacks = CompatFallbacks(context, index, CURRENT_API)
+    return [
+        context.position(call).start.line
+        for call in index.nodes(cst.Call)
+        if "cuda.amp" in context.module.code_for_node(call.func) and fallbacks.covers(call)
+    ]
+
+
+def test_the_other_branch_of_an_if_a_conditional_or_a_try_using_torch_amp_is_a_fallback() -> None:
+    assert _fallback_lines(
+        """
+        if is_torch_version(">=", "2.3"):
+            scaler = torch.amp.GradScaler("cuda")
+        else:
+            scaler = torch.cuda.amp.GradScaler()
+        s = torch.amp.GradScaler(device=d) if NEW else torch.cuda.amp.GradScaler()
+        try:
+            scaler = torch.amp.GradScaler(device=device)
+        except (AttributeError, TypeError):
+            scaler = torch.cuda.amp.GradScaler()
+        if TORCH_VERSION < (1, 10):
+            scaler = torch.cuda.amp.GradScaler()
+        """
+    ) == [5, 6, 10, 12]
+
+
+def test_a_deprecated_call_with_no_current_api_beside_it_is_no_fallback() -> None:
+    assert (
+        _fallback_lines(
+            """
+        if use_amp:
+            scaler = torch.cuda.amp.GradScaler()
+        else:
+            scaler = None
+        try:
+            scaler = torch.cuda.amp.GradScaler()
+        except ImportError:
+            scaler = None
+        if TORCH_VERSION >= (1, 10):
+            scaler = torch.cuda.amp.GradScaler()
+        """
+        )
+        == []
+    )
