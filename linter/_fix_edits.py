@@ -13,6 +13,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._module_index import ModuleIndex
+from linter.model._tree import children
 
 #: One node replacement of a fix: (node in the parsed module, node to put in its place).
 Replacement = tuple[cst.CSTNode, cst.CSTNode]
@@ -86,9 +87,9 @@ def _line_end_before(
         return block.header if isinstance(block, cst.IndentedBlock) else None
     node: cst.CSTNode = block.body[position - 1]
     while not isinstance(node, cst.TrailingWhitespace | cst.EmptyLine):
-        if not node.children:
+        if not children(node):
             return None
-        node = node.children[-1]
+        node = children(node)[-1]
     return node
 
 

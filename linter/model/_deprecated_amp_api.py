@@ -21,6 +21,7 @@ import libcst as cst
 from linter.model._callable_aliases import AliasCalls, alias_calls
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import ModuleIndex
+from linter.model._tree import children
 
 #: Constructors that take the device first in ``torch.amp``: the new call is
 #: ``torch.amp.<name>("<device>", <old positional args as keywords>, ...)``.
@@ -144,29 +145,24 @@ _NOT_A_USE = (
 
 
 def _chains(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.CSTNode | None]]:
-    """Every maximal dotted Name/Attribute chain outside import statements, with its parent."""
+    """Every maximal dotted Name/Attribute chain outside import statements, with its parent,
+    in source order (a plain pre-order walk: a libcst visitor rebuilds every node it passes)."""
     found: list[tuple[cst.BaseExpression, cst.CSTNode | None]] = []
-    stack: list[cst.CSTNode] = []
-
-    class Walk(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            parent = stack[-1] if stack else None
-            stack.append(node)
-            if isinstance(node, (cst.Import, cst.ImportFrom)):
-                return False
-            if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) is not None:
-                if not any(
-                    isinstance(parent, kind) and getattr(parent, field) is node
-                    for kind, field in _NOT_A_USE
-                ):
-                    found.append((node, parent))
-                return False
-            return True
-
-        def on_leave(self, original_node: cst.CSTNode) -> None:
-            stack.pop()
-
-    module.visit(Walk())
+    stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(module, None)]
+    while stack:
+        node, parent = stack.pop()
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            continue
+        if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) is not None:
+            if not any(
+                isinstance(parent, kind) and getattr(parent, field) is node
+                for kind, field in _NOT_A_USE
+            ):
+                found.append((node, parent))
+            continue
+        below = children(node)
+        below.reverse()
+        stack.extend((child, node) for child in below)
     return found
 
 

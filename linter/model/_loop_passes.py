@@ -95,7 +95,7 @@ def variables_read(node: cst.CSTNode) -> set[str]:
         elif isinstance(current, cst.Attribute):
             stack.append(current.value)
         else:
-            stack.extend(current.children)
+            stack.extend(children(current))
     return found
 
 
@@ -138,7 +138,7 @@ def skips_passes(node: cst.CSTNode) -> bool:
         return True
     if isinstance(node, _OWN_SCOPE):
         return False
-    return any(skips_passes(child) for child in node.children)
+    return any(skips_passes(child) for child in children(node))
 
 
 def assigned_in(index: ModuleIndex, loop: cst.CSTNode) -> set[str]:

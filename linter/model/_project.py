@@ -467,7 +467,6 @@ class Project:
         index.attach(grafted, call)
         return grafted
 
-
     def _graft_target(self, context: ModuleContext, call: cst.Call) -> tuple[str, str] | None:
         """(path, qualified name) of the one function of another module ``call`` runs."""
         index = module_index(context)
@@ -486,6 +485,7 @@ class Project:
         if len(targets) != 1:
             return None
         return targets[0].path, targets[0].qualname
+
 
 def _file_digest(path: str) -> str:
     """A hash of a file's bytes, of a folder's sorted names, or ``missing``."""
