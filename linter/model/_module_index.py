@@ -12,7 +12,7 @@ from typing import TypeVar, cast
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model._tree import children, descendants, walk
+from linter.model._tree import code_children, descendants, walk
 
 #: How many same-module calls deep an analysis follows a function to its callers (the loop
 #: behind a helper, the model behind a parameter): one limit for every rule.
@@ -63,8 +63,8 @@ class ModuleIndex:
         self._walk(module)
 
     def _walk(self, module: cst.Module) -> None:
-        # Pre-order by an explicit stack of plain attribute reads (`children(_tree)`), not a
-        # libcst visitor, which rebuilds every node it passes.
+        # Pre-order by an explicit stack of plain attribute reads (`_tree.code_children`, layout
+        # left out), not a libcst visitor, which rebuilds every node it passes.
         parent, by_type, order = self.parent, self.by_type, self.order
         stack: list[cst.CSTNode] = [module]
         while stack:
@@ -73,7 +73,7 @@ class ModuleIndex:
             if bucket is not None:
                 order[node] = len(order)
                 bucket.append(node)
-            below = children(node)
+            below = code_children(node)
             for child in below:
                 parent[child] = node
             below.reverse()
@@ -92,7 +92,7 @@ class ModuleIndex:
         while stack:
             node = stack.pop()
             ranked.append(node)
-            below = children(node)
+            below = code_children(node)
             for child in below:
                 self.parent[child] = node
             stack.extend(reversed(below))

@@ -22,6 +22,18 @@ _VISITED_FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 #: node type -> the names of its fields libcst visits, in its visiting order (None: unreadable).
 _FIELDS: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
 
+#: Node types that are only layout: whitespace, parentheses, brackets, braces, separators. Two
+#: thirds of a module's nodes are these (whitespace alone 42% of 73,045 nodes of 20 real
+#: files), and no analysis asks about them. Comments stay reachable (statement lines' trailing
+#: whitespace, empty lines) except those inside parenthesised whitespace.
+_LAYOUT = frozenset(
+    {
+        cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.Comma, cst.Dot,
+        cst.AssignEqual, cst.Colon, cst.Semicolon, cst.LeftParen, cst.RightParen,
+        cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+    }
+)  # fmt: skip
+
 
 def _visited_fields(kind: type[cst.CSTNode]) -> tuple[str, ...] | None:
     try:
@@ -41,6 +53,16 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         fields = _FIELDS[kind] = _visited_fields(kind)
     if fields is None:
         return list(node.children)
+    return _values(node, fields)
+
+
+def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """`children` without layout nodes (whitespace, parentheses, separators: `_LAYOUT`): what
+    the index and `descendants` walk, as no analysis asks about layout."""
+    return [child for child in children(node) if type(child) not in _LAYOUT]
+
+
+def _values(node: cst.CSTNode, fields: tuple[str, ...]) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for field in fields:
         value = getattr(node, field)
@@ -87,12 +109,13 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The nodes under ``node`` (not ``node`` itself) in source order."""
-    stack = children(node)
+    """The nodes under ``node`` (not ``node`` itself) in source order, layout left out (see
+    `code_children`)."""
+    stack = code_children(node)
     stack.reverse()
     while stack:
         current = stack.pop()
         yield current
-        below = children(current)
+        below = code_children(current)
         below.reverse()
         stack.extend(below)

@@ -9,7 +9,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from linter._rule import positions_of
-from linter.model._tree import children, descendants, walk
+from linter.model._tree import children, code_children, descendants, walk
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -118,7 +118,9 @@ def test_descendants_are_in_source_order_and_walk_reaches_them_all() -> None:
     assert names.index("a", names.index("v")) < names.index("b", names.index("v"))
     everything = list(walk(module))
     assert everything[0] is module
-    assert len(everything) == 1 + len(list(descendants(module)))
+    assert len(everything) == len(set(map(id, everything))) == 1 + len(_full_preorder(module)[1:])
+    # walk keeps layout (the noqa comments' whitespace); descendants leave it out.
+    assert set(map(id, descendants(module))) < set(map(id, everything))
 
 
 def test_positions_are_the_providers(modules: list[tuple[str, cst.Module]]) -> None:
@@ -126,3 +128,45 @@ def test_positions_are_the_providers(modules: list[tuple[str, cst.Module]]) -> N
         expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         got = positions_of(module)
         assert dict(got) == dict(expected)
+
+
+#: What `code_children` leaves out, with everything under it.
+_LAYOUT = (
+    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.Comma, cst.Dot,
+    cst.AssignEqual, cst.Colon, cst.Semicolon, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket,
+    cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+)  # fmt: skip
+
+
+def _full_preorder(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(reversed(current.children))
+    return found
+
+
+def _code_preorder(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """libcst's pre-order without layout nodes and what they hold."""
+    found = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        kept = [child for child in current.children if not isinstance(child, _LAYOUT)]
+        stack.extend(reversed(kept))
+    return found
+
+
+def test_code_children_leave_out_layout_only(modules: list[tuple[str, cst.Module]]) -> None:
+    comments = 0
+    for name, module in modules:
+        expected = _code_preorder(module)
+        got = [module, *descendants(module)]
+        assert len(got) == len(expected), name
+        assert all(a is b for a, b in zip(got, expected, strict=True)), name
+        comments += sum(isinstance(node, cst.Comment) for node in got)
+        for node in got:
+            assert code_children(node) == [c for c in children(node) if not isinstance(c, _LAYOUT)]
+    assert comments > 0  # statement comments stay: noqa directives live there
