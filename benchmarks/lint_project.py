@@ -1,4 +1,4 @@
-"""amp-lint reading whole projects, side by side with ``ruff check --select ALL --no-cache``.
+"""amp-lint reading whole projects, side by side with ``ruff check --isolated --select ALL``.
 
 For a tree of real training code (a folder of repositories, each its own project), in one run:
 
@@ -37,9 +37,10 @@ ROOT = HERE.parent
 #: process of its own, so the peak is this run's, not the largest of the benchmark so far.
 _PROBE = (
     "import resource, subprocess, sys\n"
-    "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
     "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "print(u.ru_utime + u.ru_stime, u.ru_maxrss)\n"
+    "print(u.ru_utime + u.ru_stime, u.ru_maxrss, done.returncode)\n"
+    "sys.stderr.write(done.stderr.decode(errors='replace')[-2000:])\n"
 )
 
 
@@ -55,7 +56,9 @@ def _measure(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float,
         check=True,
     )
     wall = time.perf_counter() - start
-    cpu, peak = probe.stdout.split()
+    cpu, peak, status = probe.stdout.split()
+    if status != "0":  # a run that failed at once (a config it rejects) is no measurement
+        raise SystemExit(f"{command[0]} exited {status} in {cwd}: {probe.stderr.strip()}")
     return wall, float(cpu), int(peak)
 
 
@@ -91,13 +94,19 @@ def main() -> int:
     repeat = 1 if args.smoke else args.repeat
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cache = Path(tempfile.mkdtemp(prefix="amp-lint-bench-"))
-    amp = [sys.executable, "-m", "linter", ".", "--exit-zero", "--cache-dir", str(cache)]
+    # Every rule, as ruff runs with ALL (AMP015 is off by default).
+    amp = [sys.executable, "-m", "linter", ".", "--select", "ALL", "--exit-zero"]
+    amp += ["--cache-dir", str(cache)]
     ruff = _ruff()
     rows: dict[str, list[tuple[float, float, int]]] = {}
     try:
         for _ in range(repeat):
             if ruff is not None:
-                ruff_command = [ruff, "check", "--select", "ALL", "--no-cache", "--exit-zero"]
+                # --isolated: every file with every rule, whatever the repositories' own ruff
+                # settings say (one pins another ruff version, which stops ruff at once).
+                ruff_command = [
+                    ruff, "check", "--isolated", "--select", "ALL", "--no-cache", "--exit-zero",
+                ]  # fmt: skip
                 rows.setdefault("ruff ALL (no cache)", []).append(
                     _measure([*ruff_command, "--quiet", "."], corpus, env)
                 )

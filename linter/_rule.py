@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
@@ -244,4 +244,5 @@ def positions_of(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     codegen pass that records the positions; it is run here on its own.
     """
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return PositionProvider()._gen(wrapper)
+    # PositionProvider computes plain CodeRanges (no lazy values) in its code generation.
+    return cast("Mapping[cst.CSTNode, CodeRange]", PositionProvider()._gen(wrapper))

@@ -392,10 +392,22 @@ def _mentions(call: cst.Call, name: str) -> bool:
 def _under(scope: cst.CSTNode, index: ModuleIndex, kind: type[_Node]) -> Iterator[_Node]:
     """Nodes of ``kind`` directly in ``scope`` (not in functions nested in it); a function
     grafted from another module is walked, as the index does not collect its nodes."""
-    nodes = index.nodes(kind) if scope is index.module else descendants(scope)
-    for node in nodes:
+    own = index.shared("checkpoints.own_functions", lambda: set(index.nodes(cst.FunctionDef)))
+    if scope is index.module or scope in own:  # the module's own code: its nodes, grouped once
+        by_scope = index.shared(("checkpoints.by_scope", kind), lambda: _by_scope(index, kind))
+        yield from by_scope.get(scope, ())
+        return
+    for node in descendants(scope):
         if isinstance(node, kind) and (index.enclosing_function(node) or index.module) is scope:
             yield node
+
+
+def _by_scope(index: ModuleIndex, kind: type[_Node]) -> dict[cst.CSTNode, list[_Node]]:
+    """The index's nodes of ``kind`` by the function directly holding them (or the module)."""
+    found: dict[cst.CSTNode, list[_Node]] = {}
+    for node in index.nodes(kind):
+        found.setdefault(index.enclosing_function(node) or index.module, []).append(node)
+    return found
 
 
 def _method(call: cst.Call) -> str | None:
