@@ -139,6 +139,9 @@ def lint_text(
     active = [rule for rule in rules if rule.wants(text)]
     imported = ""
     if project is not None:
+        # What this file's result depends on starts here: the imported modules' text decides
+        # which rules run.
+        project.reset_used()
         # Events and values of the modules it imports may enter its analyses: their text
         # counts for the pre-filter too.
         imported = project.imported_text(os.path.abspath(path))
@@ -156,8 +159,6 @@ def lint_text(
             parsed = parsed if isinstance(reparsed, str) else reparsed
     if isinstance(parsed, str):
         return _failed(path, _CANNOT_PARSE + parsed, parsed=True)
-    if project is not None:
-        project.reset_used()
     context = ModuleContext(path, expanded.text if expanded else text, parsed, project)
     context.imported_text = imported
     diagnostics: list[Diagnostic] = []

@@ -86,6 +86,9 @@ class Project:
         self.summaries = dict(summaries)
         #: Paths of the summaries consulted since `reset_used` (a lint's dependencies).
         self.used: set[str] = set()
+        #: path -> (the text `imported_text` gives, the modules it read): asked by the pre-filter
+        #: and again by the lint of the same file.
+        self._imported: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._callers: dict[str, list[tuple[str, CallRecord]]] | None = None
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._methods: dict[str, list[FunctionRef]] | None = None
@@ -320,9 +323,17 @@ class Project:
     def imported_text(self, path: str) -> str:
         """The sources of the functions in the project modules ``path`` imports: what the
         pre-filter reads besides the file, since their events may enter its iterations."""
+        known = self._imported.get(path)
+        if known is None:
+            known = self._imported[path] = self._imported_text(path)
+        text, modules = known
+        self.used.update(modules)
+        return text
+
+    def _imported_text(self, path: str) -> tuple[str, tuple[str, ...]]:
         summary = self.summaries.get(path)
         if summary is None:
-            return ""
+            return "", ()
         modules = set()
         for record in summary.imports:
             target = self.files.resolve(
@@ -331,12 +342,13 @@ class Project:
             if target is not None and target.path != path:
                 modules.add(target.path)
         parts: list[str] = []
+        read: list[str] = []
         for module in sorted(modules):
             imported = self.summaries.get(module)
             if imported is not None:
-                self.used.add(module)
+                read.append(module)
                 parts.extend(f.source for f in imported.functions if f.words)
-        return "\n".join(parts)
+        return "\n".join(parts), tuple(read)
 
     # -- per-step -----------------------------------------------------------------------------
 
