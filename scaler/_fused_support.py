@@ -30,6 +30,11 @@ import torch
 #: (nobody measured it: decided on the host).
 Verdict = Literal["trusted", "trusted-once-state-exists", "host", "unverified"]
 
+#: What a row's verdict rests on: "measured" (this repository's tests measure it on the torch
+#: that runs them), "torch-source" (not measured here: torch's kernel source and torch's own
+#: tests, cited in the row) or "none" (nothing: the verdict is "unverified").
+Basis = Literal["measured", "torch-source", "none"]
+
 #: The state dtypes a row may name (torch's fused optimizers keep their state in the parameters'
 #: dtype).
 STATE_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
@@ -51,7 +56,10 @@ class TrustRow:
     state_dtype: str
     #: See :data:`Verdict`.
     verdict: Verdict
-    #: What was measured, where, and which test reproduces it (or why nothing was).
+    #: See :data:`Basis`.
+    basis: Basis
+    #: What was measured, where, and which test reproduces it; or the torch source and tests it
+    #: rests on; or why nothing was.
     evidence: str
 
     def covers(self, version: str) -> bool:
@@ -92,13 +100,38 @@ _CPU_SGD_EVIDENCE = (
 )
 _UNMEASURED = "not measured: no device of this type has run the tests"
 
+#: CUDA fused Adam/AdamW with fp32 state: trusted on the strength of torch's source and tests,
+#: which nothing here has measured (no GPU in CI). Trusting them is what the CUDA sync contract
+#: (0 syncs on a fused step, tests/gpu/test_gpu_scaler.py) and CUDA-graph capture of the fused
+#: step rest on; with the host fallback both would break.
+_CUDA_ADAM_EVIDENCE = (
+    "not measured here. torch's source: FusedAdamMathFunctor (aten/src/ATen/native/cuda/"
+    "fused_adam_utils.cuh, which Adam and AdamW share) returns before it reads or writes any "
+    "tensor when *found_inf_ptr == 1, in the kernel as introduced (pytorch PR #81705, torch "
+    "1.13) and in the later versions read; _fused_adam in torch 2.13's torch/optim/adam.py then "
+    "subtracts found_inf from the step counts it incremented, so a skip leaves the state as if "
+    "step() was never called. torch's tests: test_cuda.py's test_grad_scaling_autocast_fused "
+    "trains fused Adam/AdamW through GradScaler with an inf injected at one iteration against "
+    "a control that skips it. tests/gpu passed once on an H200 with torch 2.11 (commit "
+    "c1db410); 2.12-2.14 not measured"
+)
+_CUDA_BF16_EVIDENCE = f"{_UNMEASURED} (bf16 moment buffers on CUDA are new in torch 2.14)"
+
 TRUST_TABLE: tuple[TrustRow, ...] = (
     *(
-        TrustRow("cpu", *_CPU_RANGE, optimizer, dtype, "trusted", _CPU_EVIDENCE)
+        TrustRow("cpu", *_CPU_RANGE, optimizer, dtype, "trusted", "measured", _CPU_EVIDENCE)
         for optimizer in ("Adam", "AdamW", "Adagrad")
         for dtype in STATE_DTYPES
     ),
-    TrustRow("cpu", *_CPU_RANGE, "SGD", "float32", "trusted-once-state-exists", _CPU_SGD_EVIDENCE),
+    TrustRow(
+        "cpu",
+        *_CPU_RANGE,
+        "SGD",
+        "float32",
+        "trusted-once-state-exists",
+        "measured",
+        _CPU_SGD_EVIDENCE,
+    ),
     *(
         TrustRow(
             "cpu",
@@ -106,15 +139,14 @@ TRUST_TABLE: tuple[TrustRow, ...] = (
             "SGD",
             dtype,
             "host",
+            "measured",
             "with momentum in bf16/fp16, two identical runs of fused SGD already hold different "
             "momentum buffers after their first step (2 of 3 trials on torch 2.13), so no skip "
-            "can be shown bit-exact; the first-step bug of the fp32 row applies too",
+            "can be shown bit-exact; the first-step bug of the fp32 row applies too "
+            "(tests/scaler/test_fused_trust.py checks the host decision these rows take)",
         )
         for dtype in ("bfloat16", "float16")
     ),
-    # Measured on an H200 with torch 2.11 (tests/gpu: skipped CUDA-graph replays leave the
-    # weights unchanged, fused training never syncs, 10/10 runs); kept trusted so that CUDA
-    # graphs, which cannot contain a host read, keep capturing the fused step.
     *(
         TrustRow(
             "cuda",
@@ -123,26 +155,20 @@ TRUST_TABLE: tuple[TrustRow, ...] = (
             optimizer,
             "float32",
             "trusted",
-            "measured with fp32 state on an H200, torch 2.11, by tests/gpu/test_gpu_scaler.py "
-            "(skipped steps leave the weights unchanged; no sync); 2.12-2.14 not re-measured",
+            "torch-source",
+            _CUDA_ADAM_EVIDENCE,
         )
         for optimizer in ("Adam", "AdamW")
     ),
     *(
         TrustRow(
-            "cuda",
-            "2.4.1",
-            "2.15",
-            optimizer,
-            dtype,
-            "unverified",
-            f"{_UNMEASURED} (bf16 moment buffers on CUDA are new in torch 2.14)",
+            "cuda", "2.4.1", "2.15", optimizer, dtype, "unverified", "none", _CUDA_BF16_EVIDENCE
         )
         for optimizer in ("Adam", "AdamW")
         for dtype in ("bfloat16", "float16")
     ),
     *(
-        TrustRow("cuda", "2.4.1", "2.15", optimizer, dtype, "unverified", _UNMEASURED)
+        TrustRow("cuda", "2.4.1", "2.15", optimizer, dtype, "unverified", "none", _UNMEASURED)
         for optimizer in ("SGD", "Adagrad")
         for dtype in STATE_DTYPES
     ),
@@ -154,6 +180,7 @@ TRUST_TABLE: tuple[TrustRow, ...] = (
             optimizer,
             dtype,
             "unverified",
+            "none",
             f"{_UNMEASURED}; fused Adam on MPS updated parameters with found_inf=1 until pytorch "
             "PR #186360 (2026-06), and MPS unscaling zeroed fp16/bf16 gradients until PR #184286",
         )
@@ -168,6 +195,7 @@ TRUST_TABLE: tuple[TrustRow, ...] = (
             optimizer,
             dtype,
             "unverified",
+            "none",
             f"{_UNMEASURED}; XPU's in-kernel grad_scale handling is still changing "
             "(intel/torch-xpu-ops #3413)",
         )

@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The gloo tests (worker processes). Other tests that start processes (the console script, the
 #: pre-commit hook, the no-torch and never-executes checks, the packaging build) can be named on
 #: the command line, with ``--xdist 2`` to run them as CI does.
-DEFAULT_TARGETS = ("tests/scaler/test_scaler_distributed.py",)
+DEFAULT_TARGETS = (
+    "tests/scaler/test_scaler_distributed.py",
+    "tests/scaler/integrations/test_integration_accelerate_fsdp2.py",
+)
 
 
 def run_once(targets: list[str], xdist: int | None) -> subprocess.CompletedProcess[str]:

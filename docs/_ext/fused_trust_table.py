@@ -20,6 +20,12 @@ VERDICT_WORDS: dict[str, str] = {
     "host": "host fallback (1 sync per step)",
     "unverified": "unverified: host fallback (1 sync per step)",
 }
+#: What each row's verdict rests on, as the matrix says it.
+BASIS_WORDS: dict[str, str] = {
+    "measured": "measured here",
+    "torch-source": "torch's source and tests (not measured here)",
+    "none": "nothing",
+}
 #: Device types in the order the matrix lists them.
 DEVICE_ORDER = ("cpu", "cuda", "mps", "xpu")
 
@@ -29,12 +35,13 @@ def _sort_key(row: TrustRow) -> tuple:
 
 
 class FusedTrustTable(SphinxDirective):
-    """Render every row of the trust table: device × optimizer × state dtype → verdict."""
+    """Render every row of the trust table: device × optimizer × state dtype → verdict, and
+    what the verdict rests on."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        header = ["device", "torch", "optimizer", "state dtype", "verdict", "evidence"]
+        header = ["device", "torch", "optimizer", "state dtype", "verdict", "basis", "evidence"]
         rows = [
             [
                 row.device,
@@ -42,12 +49,13 @@ class FusedTrustTable(SphinxDirective):
                 f"{row.optimizer}(fused=True)",
                 row.state_dtype,
                 VERDICT_WORDS[row.verdict],
+                BASIS_WORDS[row.basis],
                 row.evidence,
             ]
             for row in sorted(TRUST_TABLE, key=_sort_key)
         ]
         table = build_table(
-            header, rows, widths=[6, 12, 14, 9, 18, 41], classes=["fused-trust-table"]
+            header, rows, widths=[6, 11, 13, 8, 15, 11, 36], classes=["fused-trust-table"]
         )
         caption = nodes.paragraph(
             text=(

@@ -15,6 +15,8 @@ holder uses it, whether it runs before or after ``prepare()``::
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from typing import Any
 
 from scaler._grad_scaler import GradScaler
@@ -39,8 +41,11 @@ def use_ampscale(
     checkpoint it saved); ``scaler_kwargs`` (``below_one``, ``min_scale``, ``hysteresis``,
     ``init_scale``…) override them. ``init_scale`` applies only while the scaler has not
     stepped. Every optimizer already prepared uses the new scaler too; ``accelerator.save_state``
-    saves its full state. Returns it, for ``peek_scale()`` and ``stats()``. An accelerator whose
-    scaler is already ampscale's gets it back unchanged (``scaler_kwargs`` are then ignored).
+    saves its full state, and ``accelerator.load_state`` restores it exactly: it runs inside
+    :meth:`~scaler.GradScaler.restoring`, so the dummy optimizer step that restoring an FSDP2
+    checkpoint takes cannot change the state just loaded (accelerate #4289). Returns it, for
+    ``peek_scale()`` and ``stats()``. An accelerator whose scaler is already ampscale's gets it
+    back unchanged (``scaler_kwargs`` are then ignored).
 
     With ``skip_aware_schedule`` (the default) every scheduler the accelerator prepared, or
     prepares later, steps only for applied optimizer steps (:class:`~scaler.SkipAwareScheduler`,
@@ -63,9 +68,35 @@ def use_ampscale(
         )
     stepped = getattr(old, "_scale", None) is not None
     scaler = adopt_scaler(old, scaler_kwargs, carry_state=stepped)
+    _load_state_while_restoring(accelerator)
     if skip_aware_schedule:
         _make_schedules_skip_aware(accelerator, scaler)
     return scaler
+
+
+def _load_state_while_restoring(accelerator: Accelerator) -> None:
+    """Run the accelerator's ``load_state`` inside ``scaler.restoring()`` (accelerate #4289).
+
+    With FSDP2, ``Accelerator.load_state`` loads the scaler first and then the optimizers through
+    ``torch.distributed.checkpoint``'s ``get/set_optimizer_state_dict``, which initialise an
+    empty optimizer state with a dummy ``step()``; accelerate's optimizer wrapper sends it
+    through ``scaler.step`` and ``scaler.update``, which would count it as a clean step of the
+    state just loaded (the growth tracker moves, the scale may grow). On the other paths the
+    scaler is loaded after the optimizers and the block changes nothing.
+    """
+    load_state = accelerator.load_state
+    if getattr(load_state, "_restoring", False):
+        return
+
+    def load_state_restoring(*args: Any, **kwargs: Any) -> Any:
+        scaler = accelerator.scaler
+        holding = scaler.restoring() if isinstance(scaler, GradScaler) else contextlib.nullcontext()
+        with holding:
+            return load_state(*args, **kwargs)
+
+    functools.update_wrapper(load_state_restoring, load_state)
+    load_state_restoring._restoring = True  # type: ignore[attr-defined]
+    accelerator.load_state = load_state_restoring  # type: ignore[method-assign]
 
 
 def _make_schedules_skip_aware(accelerator: Accelerator, scaler: GradScaler) -> None:

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from scaler_harness import SyncCounter
 
-from scaler import GradScaler
+from scaler import GradScaler, SkipAwareScheduler
 
 STEPS = 5
 POISONED_STEP = 1
@@ -305,8 +305,23 @@ def _sharded(mesh) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     return model, torch.optim.Adam(model.parameters(), lr=1e-2, fused=True)
 
 
-def _fsdp2_step(model, optimizer, scaler, rank: int, world: int, step: int) -> int:
-    """One step on this rank's half of the batch; returns the syncs of ``step`` + ``update``."""
+def fsdp2_schedule(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+    """The FSDP2 run's schedule: a warm-up then a decay, so every position has its own LR.
+    The test builds the same one on a plain optimizer as the reference."""
+    schedules = torch.optim.lr_scheduler
+    return schedules.SequentialLR(
+        optimizer,
+        [
+            schedules.LinearLR(optimizer, start_factor=0.25, total_iters=3),
+            schedules.ExponentialLR(optimizer, gamma=0.8),
+        ],
+        milestones=[3],
+    )
+
+
+def _fsdp2_step(model, optimizer, scaler, scheduler, rank: int, world: int, step: int) -> int:
+    """One step on this rank's half of the batch; returns the syncs of ``step``, ``update`` and
+    the scheduler's ``step``."""
     optimizer.zero_grad()
     inputs, target = _batch(step, rank, world)
     scaler.scale(_loss(model, inputs, target)).backward()
@@ -315,7 +330,13 @@ def _fsdp2_step(model, optimizer, scaler, rank: int, world: int, step: int) -> i
     with SyncCounter() as counter:  # the found-inf all-reduce included
         scaler.step(optimizer)
         scaler.update()
+        scheduler.step()
     return counter.count
+
+
+def _lrs_in_use(optimizer: torch.optim.Optimizer) -> list[float]:
+    """The LRs the next step uses: the fused kernel's tensor LRs, read at the end of the run."""
+    return [float(group["lr"]) for group in optimizer.param_groups]
 
 
 def _local_shards(model) -> list[torch.Tensor]:
@@ -332,20 +353,26 @@ def _fsdp2_fused_with_checkpoint(rank: int, world: int, out_dir: str) -> dict:
     mesh = init_device_mesh("cpu", (world,))
     model, optimizer = _sharded(mesh)
     scaler = GradScaler("cpu", growth_interval=3, process_group=dist.group.WORLD)
-    syncs, skipped, flags, scales = [], [], [], []
+    scheduler = SkipAwareScheduler(fsdp2_schedule(optimizer), scaler)
+    syncs, skipped, flags, scales, lrs = [], [], [], [], []
     for step in range(FSDP2_STEPS):
         before = _local_shards(model)
-        syncs.append(_fsdp2_step(model, optimizer, scaler, rank, world, step))
+        syncs.append(_fsdp2_step(model, optimizer, scaler, scheduler, rank, world, step))
         after = _local_shards(model)
         skipped.append(all(torch.equal(b, a) for b, a in zip(before, after, strict=True)))
         flags.append(bool(scaler.step_skipped(optimizer)))
         scales.append(scaler.get_scale())
+        lrs.append(_lrs_in_use(optimizer))  # after the syncs were counted: reads are fine here
+    position = scheduler.last_epoch  # a host read: the wrapped scheduler catches up
+    last_lrs = [float(lr) for lr in scheduler.get_last_lr()]
 
     checkpoint = str(Path(out_dir) / "checkpoint")
     model_state, optim_state = get_state_dict(model, optimizer)
     saved = scaler.state_dict()
+    saved_schedule = scheduler.state_dict()
     dcp.save(
-        {"model": model_state, "optim": optim_state, "scaler": saved}, checkpoint_id=checkpoint
+        {"model": model_state, "optim": optim_state, "scaler": saved, "schedule": saved_schedule},
+        checkpoint_id=checkpoint,
     )
     saved_shards = _local_shards(model)
 
@@ -353,6 +380,9 @@ def _fsdp2_fused_with_checkpoint(rank: int, world: int, out_dir: str) -> dict:
         torch.manual_seed(rank + 1)  # other weights than the checkpoint's
         restored_model, restored_opt = _sharded(mesh)
         restored_scaler = make_scaler()
+        # Built before the load, as a training script does: on the fused path its LRs are
+        # tensors, as in the checkpoint, and DCP loads a tensor only into a tensor.
+        restored_scheduler = SkipAwareScheduler(fsdp2_schedule(restored_opt), restored_scaler)
         # accelerate's order (Accelerator.load_state with FSDP2): the scaler and its lazy init
         # first, then the optimizer through its wrapper, whose state DCP initialises with a
         # dummy step (inside get_state_dict) that goes through the scaler.
@@ -373,24 +403,32 @@ def _fsdp2_fused_with_checkpoint(rank: int, world: int, out_dir: str) -> dict:
                 model_state_dict=state["model"],
                 optim_state_dict=state["optim"],
             )
-        return restored_model, restored_opt, restored_scaler
+        schedule_state = {"schedule": restored_scheduler.state_dict()}
+        dcp.load(schedule_state, checkpoint_id=checkpoint)
+        restored_scheduler.load_state_dict(schedule_state["schedule"])
+        return restored_model, restored_opt, restored_scaler, restored_scheduler
 
-    restored_model, restored_opt, restored_scaler = restore(
+    restored_model, restored_opt, restored_scaler, restored_scheduler = restore(
         lambda: GradScaler("cpu", init_scale=8.0, process_group=dist.group.WORLD)
     )
     restored_state = restored_scaler.state_dict()
+    restored_schedule = restored_scheduler.state_dict()
+    restored_lrs = _lrs_in_use(restored_opt)
     restored_exact = all(
         torch.equal(a, b) for a, b in zip(saved_shards, _local_shards(restored_model), strict=True)
     )
     # torch's own scaler through the same restore: the dummy step moves its growth tracker.
-    _, _, torch_scaler = restore(lambda: torch.amp.GradScaler("cpu"))
+    _, _, torch_scaler, _ = restore(lambda: torch.amp.GradScaler("cpu"))
     torch_restored = torch_scaler.state_dict()
 
-    resumed_scales = []
+    resumed_scales, resumed_lrs = [], []
     for step in range(FSDP2_STEPS, FSDP2_STEPS + RESUMED_STEPS):
-        _fsdp2_step(model, optimizer, scaler, rank, world, step)
-        _fsdp2_step(restored_model, restored_opt, restored_scaler, rank, world, step)
+        _fsdp2_step(model, optimizer, scaler, scheduler, rank, world, step)
+        _fsdp2_step(
+            restored_model, restored_opt, restored_scaler, restored_scheduler, rank, world, step
+        )
         resumed_scales.append((scaler.get_scale(), restored_scaler.get_scale()))
+        resumed_lrs.append((_lrs_in_use(optimizer), _lrs_in_use(restored_opt)))
     resumed_exact = all(
         torch.equal(a, b)
         for a, b in zip(_local_shards(model), _local_shards(restored_model), strict=True)
@@ -400,13 +438,22 @@ def _fsdp2_fused_with_checkpoint(rank: int, world: int, out_dir: str) -> dict:
         "skipped": skipped,
         "flags": flags,
         "scales": scales,
+        "lrs": lrs,
+        "position": position,
+        "last_lrs": last_lrs,
+        "device_path": scheduler._device_path,
         "skipped_steps": scaler.stats().skipped_steps,
         "saved": saved,
         "restored": restored_state,
         "restored_exact": restored_exact,
+        "saved_schedule": saved_schedule,
+        "restored_schedule": restored_schedule,
+        "restored_lrs": restored_lrs,
         "torch_saved_tracker": saved["_growth_tracker"],
         "torch_restored": torch_restored,
         "resumed_scales": resumed_scales,
+        "resumed_lrs": resumed_lrs,
+        "resumed_positions": (scheduler.last_epoch, restored_scheduler.last_epoch),
         "resumed_exact": resumed_exact,
     }
 

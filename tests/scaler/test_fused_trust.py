@@ -60,6 +60,7 @@ def test_every_row_names_a_fused_torch_optimizer_a_range_and_its_evidence(row: T
     assert row.device in ("cpu", "cuda", "mps", "xpu")
     assert row.state_dtype in STATE_DTYPES
     assert row.verdict in VERDICTS
+    assert row.basis in ("measured", "torch-source", "none")
     assert release(row.torch_from) < release(row.torch_before)
     assert len(row.evidence) > 20
     params = [torch.nn.Parameter(torch.ones(1))]
@@ -76,15 +77,38 @@ def test_no_two_rows_cover_the_same_combination() -> None:
             assert end <= start
 
 
-def test_gpu_mps_and_xpu_rows_are_unverified_except_the_measured_cuda_fp32_adam() -> None:
+def test_only_unverified_rows_rest_on_nothing() -> None:
+    for row in TRUST_TABLE:
+        assert (row.verdict == "unverified") == (row.basis == "none"), row
+
+
+def test_every_cpu_row_is_measured_by_this_file() -> None:
+    # Each is measured below on the torch that runs the tests: a trusting row by a skipped
+    # fused step against one never called, a host row by the host decision it takes.
+    assert sorted(TRUSTED_CPU_ROWS + HOST_CPU_ROWS) == CPU_ROWS
+    for row in TRUST_TABLE:
+        if row.device == "cpu":
+            assert row.basis == "measured", row
+            assert "tests/scaler/test_fused_trust.py" in row.evidence
+
+
+def test_no_gpu_mps_or_xpu_row_claims_a_measurement_made_here() -> None:
+    # No such device runs the tests here: a row for one trusts torch's source and tests (CUDA
+    # fused Adam/AdamW with fp32 state, which the CUDA no-sync contract and CUDA-graph capture
+    # need) or is unverified.
     for row in TRUST_TABLE:
         if row.device == "cpu":
             continue
-        measured = row.device == "cuda" and row.optimizer in ("Adam", "AdamW")
-        measured = measured and row.state_dtype == "float32"
-        assert row.verdict == ("trusted" if measured else "unverified"), row
-        if measured:
-            assert "tests/gpu" in row.evidence
+        assert row.basis != "measured", row
+        from_source = row.device == "cuda" and row.optimizer in ("Adam", "AdamW")
+        from_source = from_source and row.state_dtype == "float32"
+        assert (row.verdict, row.basis) == (
+            ("trusted", "torch-source") if from_source else ("unverified", "none")
+        ), row
+        if from_source:
+            assert row.evidence.startswith("not measured here")
+            assert "fused_adam_utils.cuh" in row.evidence
+            assert "found_inf" in row.evidence
 
 
 # ----------------------------------------------------------------- lookup
@@ -149,6 +173,10 @@ def test_the_decision_asks_the_table_for_every_device_and_dtype_of_the_step() ->
     assert not fused_step_is_safe(adam, [(cpu, torch.float32), (cpu, torch.float64)])
     assert not fused_step_is_safe(adam, [(mps, torch.float32)])
     assert not fused_step_is_safe(adam, [(cuda, torch.bfloat16)])
+    # The CUDA no-sync contract (tests/gpu) rests on this row, trusted from torch's source.
+    assert fused_step_is_safe(adam, [(cuda, torch.float32)]) == (
+        verdict("cuda", torch.__version__, "Adam", "float32") == "trusted"
+    )
     assert fused_step_is_safe(adam, [])  # no gradients: nothing to skip
 
 

@@ -1,5 +1,6 @@
 """Issue 4, item 4, and issue 21, item 4: found-inf agreed across ranks (gloo, CPU processes);
-FSDP2 with a fused optimizer, and its checkpoint through torch.distributed.checkpoint."""
+FSDP2 with a fused optimizer and a SkipAwareScheduler, and their checkpoint through
+torch.distributed.checkpoint."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from scaler import GradScaler
+from scaler._host_mirror import to_fp32
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or sys.platform == "win32", reason="needs torch.distributed (gloo)"
@@ -112,8 +114,44 @@ def test_fsdp2_with_fused_adam_skips_on_every_rank_when_one_rank_overflows(fsdp2
 
 
 def test_fsdp2_found_inf_is_agreed_without_a_host_read(fsdp2_fused) -> None:
+    # scaler.step, scaler.update and the SkipAwareScheduler's step, on every rank.
     for rank in fsdp2_fused:
         assert rank["syncs"] == [0] * workers.FSDP2_STEPS
+
+
+def _reference_schedule(steps: range) -> tuple[list[list[float]], int, list[float]]:
+    """The same schedule on a plain optimizer, stepped only for the applied steps: the LRs in
+    use after each step (in fp32, as the fused kernel reads them), the position, the last LRs."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
+    schedule = workers.fsdp2_schedule(optimizer)
+    lrs = []
+    for step in steps:
+        if step not in workers.FSDP2_POISON:
+            optimizer.step()
+            schedule.step()
+        lrs.append([to_fp32(group["lr"]) for group in optimizer.param_groups])
+    return lrs, schedule.last_epoch, schedule.get_last_lr()
+
+
+def test_fsdp2_skip_aware_schedule_is_in_step_on_every_rank(fsdp2_fused) -> None:
+    lrs, position, last_lrs = _reference_schedule(range(workers.FSDP2_STEPS))
+    assert position == workers.FSDP2_STEPS - len(workers.FSDP2_POISON)
+    for rank in fsdp2_fused:
+        assert rank["device_path"]  # fused Adam: the LR is a tensor the device indexes
+        assert rank["lrs"] == lrs  # a skip on one rank held the schedule back on all of them
+        assert rank["position"] == position  # last_epoch = applied steps, after the read
+        assert rank["last_lrs"] == last_lrs
+
+
+def test_dcp_round_trips_the_schedule_exactly(fsdp2_fused) -> None:
+    resumed = range(workers.FSDP2_STEPS, workers.FSDP2_STEPS + workers.RESUMED_STEPS)
+    for rank in fsdp2_fused:
+        assert rank["restored_schedule"] == rank["saved_schedule"]
+        assert rank["saved_schedule"]["last_epoch"] == rank["position"]
+        assert rank["restored_lrs"] == [to_fp32(lr) for lr in rank["last_lrs"]]
+        # Both runs train on from there with the same LRs, to the same position.
+        assert all(original == restored for original, restored in rank["resumed_lrs"])
+        assert rank["resumed_positions"] == (rank["position"] + len(resumed),) * 2
 
 
 def test_dcp_round_trips_the_scaler_exactly_through_a_restore_that_steps_it(fsdp2_fused) -> None:
