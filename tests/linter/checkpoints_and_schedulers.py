@@ -240,7 +240,15 @@ SCHEDULER_FACTORIES = (
 SELF_HOLDING = (
     ("from scaler import SkipAwareScheduler", "{n} = SkipAwareScheduler({n}, scaler)"),
     ("import scaler as ampscale", "{n} = ampscale.SkipAwareScheduler({n}, scaler)"),
-    ("model, optimizer, loader, {n} = accelerator.prepare(model, optimizer, loader, {n})",),
+    ("{n} = accelerator.prepare({n})",),
+)
+#: Statements before a step that may leave the iteration early, under tests that say nothing
+#: about a skipped step: the scheduler's step after them still runs on skipped steps.
+EARLY_EXITS = (
+    (),
+    ("if batch is None:", "    continue"),
+    ("if args.dry_run:", "    break"),
+    ("if not is_logging_step:", "    log(loss.item())"),
 )
 #: Loops whose body runs once per step.
 STEP_LOOPS = (
@@ -337,12 +345,10 @@ def _on_self(line: str) -> str:
 
 
 @st.composite
-def scheduler_piece(
-    draw: st.DrawFn, name: str, number: int, noise: st.SearchStrategy[list[str]]
-) -> list[str]:
+def scheduler_piece(draw: st.DrawFn, name: str, number: int) -> list[str]:
     """A scheduler (constructed, perhaps made to hold itself back) and where it is stepped: in a
-    step loop (perhaps after ``noise``, statements under a guard), in a function that steps, in
-    the loop calling such a function, or per epoch."""
+    step loop (perhaps after an early exit under a test that is no skip check), in a function
+    that steps, in a trainer's method, in the loop calling such a function, or per epoch."""
     lines = []
     factory = draw(st.sampled_from(SCHEDULER_FACTORIES))
     if factory is not None:
@@ -366,8 +372,7 @@ def scheduler_piece(
         ]
     if place == "loop":
         body = ["loss = model(batch).loss"]
-        if draw(st.booleans()):
-            body += ["if args.debug:", *_indent(draw(noise))]
+        body += draw(st.sampled_from(EARLY_EXITS))
         body += draw(_optimizer_step(name, wrapped, "continue", True))
         loop = [draw(st.sampled_from(STEP_LOOPS)), *_indent(body)]
         if draw(st.booleans()):
@@ -418,14 +423,14 @@ def _renamed(lines: list[str], scaler: str) -> list[str]:
 
 
 @st.composite
-def checkpoints_and_schedulers(draw: st.DrawFn, noise: st.SearchStrategy[list[str]]) -> list[str]:
-    """A GradScaler of their own (`PIECES_SCALER`), one to three schedulers (each its own
-    name) and one to three checkpoint pieces."""
-    names = draw(st.permutations(SCHEDULER_NAMES))[: draw(st.integers(1, 3))]
+def checkpoints_and_schedulers(draw: st.DrawFn) -> list[str]:
+    """A GradScaler of their own (`PIECES_SCALER`), one or two schedulers (each its own name)
+    and one or two checkpoint pieces."""
+    names = draw(st.permutations(SCHEDULER_NAMES))[: draw(st.integers(1, 2))]
     lines = [f'{PIECES_SCALER} = torch.amp.GradScaler("cuda")']
     for number, name in enumerate(names):
-        lines += draw(scheduler_piece(name, number, noise))
-    for _ in range(draw(st.integers(1, 3))):
+        lines += draw(scheduler_piece(name, number))
+    for _ in range(draw(st.integers(1, 2))):
         lines += draw(checkpoint_piece())
     return _renamed(lines, PIECES_SCALER)
 

@@ -298,6 +298,6 @@ def training_program(draw: st.DrawFn) -> TrainingProgram:
     # Drawn last, so that the rest of the program is what the same draws gave without it.
     lines.insert(first_setup, draw(st.sampled_from(ENGINES)))
     # After the rest, for the same reason.
-    lines += draw(checkpoints_and_schedulers(block(1, True, False)))
+    lines += draw(checkpoints_and_schedulers())
     lines += GRADIENT_REPORT
     return TrainingProgram.from_lines(lines)
