@@ -422,14 +422,24 @@ def _renamed(lines: list[str], scaler: str) -> list[str]:
     ]
 
 
+#: A second scheduler, wrapped so that it holds itself back, built before the piece's own: what
+#: one scheduler is says nothing about another.
+OTHER_SCHEDULER = (
+    "from scaler import SkipAwareScheduler",
+    "lr_scheduler = torch.optim.lr_scheduler.SWALR(optimizer, swa_lr=0.05)",
+    "lr_scheduler = SkipAwareScheduler(lr_scheduler, scaler)",
+)
+
+
 @st.composite
 def checkpoints_and_schedulers(draw: st.DrawFn) -> list[str]:
-    """A GradScaler of their own (`PIECES_SCALER`), one or two schedulers (each its own name)
-    and one or two checkpoint pieces."""
-    names = draw(st.permutations(SCHEDULER_NAMES))[: draw(st.integers(1, 2))]
+    """A GradScaler of their own (`PIECES_SCALER`), a scheduler piece (perhaps after
+    `OTHER_SCHEDULER`) and one or two checkpoint pieces."""
+    name = draw(st.sampled_from(SCHEDULER_NAMES))
     lines = [f'{PIECES_SCALER} = torch.amp.GradScaler("cuda")']
-    for number, name in enumerate(names):
-        lines += draw(scheduler_piece(name, number))
+    if name != "lr_scheduler" and draw(st.booleans()):
+        lines += OTHER_SCHEDULER
+    lines += draw(scheduler_piece(name, 0))
     for _ in range(draw(st.integers(1, 2))):
         lines += draw(checkpoint_piece())
     return _renamed(lines, PIECES_SCALER)

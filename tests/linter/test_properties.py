@@ -126,7 +126,7 @@ def predicted_findings(program: TrainingProgram, rules: tuple[type, ...]) -> set
     return {(d.code, d.line) for d in report.diagnostics}
 
 
-@settings(BOUNDED, max_examples=60)
+@BOUNDED
 @given(training_program())
 def test_checkpoint_and_scheduler_findings_are_those_the_program_was_built_with(
     program: TrainingProgram,
@@ -136,7 +136,7 @@ def test_checkpoint_and_scheduler_findings_are_those_the_program_was_built_with(
     assert predicted_findings(program, PREDICTING) == program.expected
 
 
-@settings(BOUNDED, max_examples=20)
+@settings(BOUNDED, max_examples=10)
 @given(disabled_scaler_program())
 def test_checkpoints_beside_a_disabled_scaler_are_never_reported(program: TrainingProgram) -> None:
     amp011 = tuple(rule for rule in ALL_RULES if rule.code == "AMP011")
