@@ -241,8 +241,9 @@ class Checkpoints:
         return bool(bindings) and self.reads_a_checkpoint(bindings[-1].value, bindings[-1])
 
     def restores_a_scaler(self, root: cst.FunctionDef | None = None) -> bool:
-        """``root`` (None: the module) loads a scaler's state, reads a scaler's checkpoint key,
-        or hands a scaler to a loader it does not show (``resume(path, model, scaler)``)."""
+        """``root`` (None: the module) loads a scaler's state, reads a scaler's checkpoint key
+        (not one it assigns: that is a save being built), or hands a scaler to a loader it does
+        not show (``resume(path, model, scaler)``)."""
         for call in self._calls(root):
             method = _method(call)
             receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
@@ -257,9 +258,18 @@ class Checkpoints:
                 self._receivers.looks_like(arg.value) for arg in call.args
             ):
                 return True
-        nodes = self._index.nodes(cst.Subscript) if root is None else descendants(root)
+        nodes = list(self._index.nodes(cst.Subscript) if root is None else descendants(root))
+        assigns = self._index.nodes(cst.Assign) if root is None else nodes
+        # `checkpoint["scaler"] = scaler.state_dict()` writes the key of a save, it reads nothing.
+        written = {
+            target
+            for a in assigns
+            if isinstance(a, cst.Assign)
+            for t in a.targets
+            for target in _assigned(t.target)
+        }
         for node in nodes:
-            if isinstance(node, cst.Subscript):
+            if isinstance(node, cst.Subscript) and node not in written:
                 for element in node.slice:
                     key = _key_text(getattr(element.slice, "value", None))
                     if key is not None and SCALER_KEY.search(key):
@@ -326,6 +336,15 @@ def readable_at(name: str, save: cst.Call, index: ModuleIndex) -> bool:
     return function is not None and any(
         param.name.value == name for param in function.params.params
     )
+
+
+def _assigned(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """What an assignment target binds: itself, or each element of a tuple or list target."""
+    if isinstance(target, cst.Tuple | cst.List):
+        for element in target.elements:
+            yield from _assigned(element.value)
+    else:
+        yield target
 
 
 def _mentions_name(node: cst.CSTNode, name: str) -> bool:

@@ -101,9 +101,11 @@ class LrSchedulers:
         qualified = self._aliases.qualify(callee) if callee else ""
         if qualified in SKIP_AWARE_CONSTRUCTORS or last_part(qualified) in FRAMEWORK_OWNERS:
             self.self_holding.update(targets)
-        elif qualified and SCHEDULER_CONSTRUCTOR.search(qualified):
+            return  # a scheduler, though its class says "Skip": no flag
+        if qualified and SCHEDULER_CONSTRUCTOR.search(qualified):
             self.constructed.update(targets)
-        elif qualified[:1].isupper() or last_part(qualified)[:1].isupper():
+            return
+        if qualified[:1].isupper() or last_part(qualified)[:1].isupper():
             self._other.update(targets)
         if self.reads_skip_signal(value):
             self._skip_flags.update(targets)

@@ -1,4 +1,6 @@
-"""Property tests: the engine never raises, and every position it reports lies inside the file."""
+"""Property tests: the engine never raises, every position it reports lies inside the file, and
+on generated training programs the checkpoint and scheduler rules report what the programs were
+built to have."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import re
 
 import hypothesmith
 import pytest
+from checkpoints_and_schedulers import PREDICTED, TrainingProgram, disabled_scaler_program
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from lint_dummies import EveryName, PrintCall
@@ -15,9 +18,10 @@ from linter._diagnostic import Diagnostic
 from linter._engine import lint_bytes, lint_text
 from linter.rules import ALL_RULES
 
-#: The rules the generated training programs are built to reach. Not yet the two rules added
-#: after the generator: AMP011 (it writes no checkpoints) and AMP015 (no LR scheduler).
-GENERATED_FOR = tuple(rule for rule in ALL_RULES if rule.code not in {"AMP011", "AMP015"})
+#: The rules the generated training programs are built to reach: all of them.
+GENERATED_FOR = ALL_RULES
+#: The rules whose findings each program predicts from its own construction.
+PREDICTING = tuple(rule for rule in ALL_RULES if rule.code in PREDICTED)
 
 # hypothesmith compiles what it generates, and CPython warns about calls like `1()` in it.
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
@@ -87,7 +91,10 @@ def test_generated_syntax_trees_lint_cleanly_with_positions_inside(source: str) 
 
 @settings(BOUNDED, max_examples=80)
 @given(training_program())
-def test_training_loop_programs_run_the_real_rules_without_errors(source: str) -> None:
+def test_training_loop_programs_run_the_real_rules_without_errors(
+    program: TrainingProgram,
+) -> None:
+    source = program.source
     rules = [rule() for rule in GENERATED_FOR]
     # The point of these programs: they pass the pre-filters, so the rules really run.
     assert [type(rule).wants(source) for rule in rules] == [True] * len(rules)
@@ -101,8 +108,9 @@ def test_training_loop_programs_run_the_real_rules_without_errors(source: str) -
 @pytest.mark.parametrize("rule", GENERATED_FOR, ids=lambda rule: rule.code)
 def test_the_generated_programs_reach_findings_of_every_rule(rule) -> None:
     # Guards the fuzzing above against a generator that only ever makes clean programs.
-    def has_finding(source: str) -> bool:
-        return any(d.code == rule.code for d in lint_text("t.py", source, [rule()]).diagnostics)
+    def has_finding(program: TrainingProgram) -> bool:
+        report = lint_text("t.py", program.source, [rule()])
+        return any(d.code == rule.code for d in report.diagnostics)
 
     # Generation only: shrinking the example found would cost more than finding it.
     find(
@@ -110,3 +118,26 @@ def test_the_generated_programs_reach_findings_of_every_rule(rule) -> None:
         has_finding,
         settings=settings(BOUNDED, max_examples=300, phases=[Phase.generate]),
     )
+
+
+def predicted_findings(program: TrainingProgram, rules: tuple[type, ...]) -> set[tuple[str, int]]:
+    report = lint_text("train.py", program.source, [rule() for rule in rules])
+    assert report.errors == ()
+    return {(d.code, d.line) for d in report.diagnostics}
+
+
+@BOUNDED
+@given(training_program())
+def test_checkpoint_and_scheduler_findings_are_those_the_program_was_built_with(
+    program: TrainingProgram,
+) -> None:
+    # Each save, resume and scheduler step knows from how it was drawn whether AMP011/AMP015
+    # must report it: a miss and a false alarm fail alike.
+    assert predicted_findings(program, PREDICTING) == program.expected
+
+
+@settings(BOUNDED, max_examples=10)
+@given(disabled_scaler_program())
+def test_checkpoints_beside_a_disabled_scaler_are_never_reported(program: TrainingProgram) -> None:
+    amp011 = tuple(rule for rule in ALL_RULES if rule.code == "AMP011")
+    assert predicted_findings(program, amp011) == set()

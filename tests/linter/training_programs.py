@@ -6,10 +6,16 @@ model loads and casts, scalers (bound, aliased, owned by a wrapper), fp16 switch
 helpers called from a loop, periodic and accumulation guards, early exits — nested at random, so
 the rules' analyses (per-step context, guards, pairing of fp16 sites with bf16 origins) run on
 shapes no hand-written fixture has.
+
+Each program also holds checkpoints (saves and resumes, with and without the GradScaler's state,
+exports, framework-owned saves) and LR schedulers (stepped per step, per epoch, held back by a
+skip check, wrapped so they skip themselves), and says from its own construction which findings
+of AMP011 and AMP015 it must get (`TrainingProgram.expected`): the property tests compare.
 """
 
 from __future__ import annotations
 
+from checkpoints_and_schedulers import TrainingProgram, checkpoints_and_schedulers
 from hypothesis import strategies as st
 
 IMPORTS = (
@@ -230,14 +236,15 @@ def _with_noqa(read: str) -> str:
 
 
 @st.composite
-def training_program(draw: st.DrawFn) -> str:
+def training_program(draw: st.DrawFn) -> TrainingProgram:
     """A module: imports, setup, then loops, helpers called from loops, and framework hooks.
 
     It always holds a bf16 origin, an fp16 model and an optimizer, an engine that manages
     precision, an fp16 switch that brings a GradScaler, an autocast, a GradScaler constructor, a
     backward, a read of the scale, a gradient clip, a ``scaler.step``, an import of a deprecated
     AMP namespace (somewhere among the rest), a noqa comment naming an amp-lint code, and a
-    gradient report no loop calls, so that the real rules parse and analyse it.
+    gradient report no loop calls, so that the real rules parse and analyse it; then
+    checkpoints and LR schedulers, whose AMP011 and AMP015 findings it predicts.
     """
     lines = list(draw(st.lists(st.sampled_from(IMPORTS), min_size=1, max_size=4, unique=True)))
     lines.append(draw(st.sampled_from(DEPRECATED_AMP_IMPORTS)))
@@ -290,5 +297,7 @@ def training_program(draw: st.DrawFn) -> str:
             lines += [f"class Hooked({base}):", *_indent([hook, *body])]
     # Drawn last, so that the rest of the program is what the same draws gave without it.
     lines.insert(first_setup, draw(st.sampled_from(ENGINES)))
+    # After the rest, for the same reason.
+    lines += draw(checkpoints_and_schedulers())
     lines += GRADIENT_REPORT
-    return "\n".join(lines) + "\n"
+    return TrainingProgram.from_lines(lines)

@@ -126,3 +126,12 @@ def test_optimizer_loads_and_scaler_restores() -> None:
 def test_a_scaler_restored_by_call_or_key(restore: str) -> None:
     _, found = model(f'optimizer.load_state_dict(ckpt["optimizer"])\n{restore}\n')
     assert found.restores_a_scaler()
+
+
+@pytest.mark.parametrize(
+    "save",
+    ['checkpoint["scaler"] = scaler.state_dict()', 'state["grad_scaler"], epoch = sd, 3'],
+)
+def test_a_scaler_key_assigned_for_a_save_restores_nothing(save: str) -> None:
+    _, found = model(f'optimizer.load_state_dict(ckpt["optimizer"])\n{save}\n')
+    assert not found.restores_a_scaler()

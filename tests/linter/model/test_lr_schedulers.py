@@ -124,3 +124,16 @@ def test_an_early_continue_on_anything_else_holds_nothing() -> None:
         scheduler.step()
     """
     assert holds(source) == [Hold.NEVER]
+
+
+def test_a_wrapped_scheduler_is_no_skip_flag_for_the_schedulers_after_it() -> None:
+    source = """
+    lr_scheduler = SkipAwareScheduler(lr_scheduler, scaler)
+    critic = torch.optim.lr_scheduler.StepLR(opt_d, 10)
+    for batch in loader:
+        scaler.step(optimizer)
+        scaler.update()
+        if critic is not None:
+            critic.step()
+    """
+    assert holds(source) == [Hold.NEVER]
