@@ -153,6 +153,7 @@ def format_json(result: LintResult, rules: Sequence[type[Rule]] = ()) -> str:
                 {
                     "location": {"row": r.line, "column": r.column},
                     "message": r.message,
+                    **({"filename": r.path} if r.path else {}),
                     **({"cell": r.cell} if r.cell else {}),
                 }
                 for r in d.related

@@ -212,18 +212,21 @@ class TrainingIterations:
         self.events: list[Event] = [e for call in index.nodes(cst.Call) for e in self._event(call)]
         self._by_call = {event.call: event for event in self.events}
         self._scopes: dict[cst.CSTNode, None] = {}
+        #: Events of called functions that run in those functions' own loops (no iteration here).
+        self._own_loops: list[Event] = []
         self._functions = self._functions_by_name()
         self.iterations: list[Iteration] = self._iterations()
         # Events of functions grafted from other modules count as the module's own from here on
-        # (each once, as written in its grafted function), so rules that start from the events
+        # (each once, as written in its grafted function; those of its own loops too, outside
+        # every iteration here), so rules that start from the events
         # of a kind find them; their positions map to the local call that brings them.
         written = {event.call for event in self.events}
-        for iteration in self.iterations:
-            for event in iteration.events:
-                if event.call in self._context.foreign and event.call not in written:
-                    written.add(event.call)
-                    self.events.append(Event(event.kind, event.call, event.scaler, event.optimizer))
-                    self._by_call[event.call] = self.events[-1]
+        grafted = [event for iteration in self.iterations for event in iteration.events]
+        for event in grafted + self._own_loops:
+            if event.call in self._context.foreign and event.call not in written:
+                written.add(event.call)
+                self.events.append(Event(event.kind, event.call, event.scaler, event.optimizer))
+                self._by_call[event.call] = self.events[-1]
 
     # -- what a call is ------------------------------------------------------------------------
 
@@ -424,17 +427,31 @@ class TrainingIterations:
             if inner is not scope:
                 continue
             if event.via is not None and self._in_a_loop_of_its_function(event.call):
+                self._own_loops.append(event)
                 continue  # a callee's own training loop (`train_one_epoch`): its iteration
             yield event
 
     def _in_a_loop_of_its_function(self, node: cst.CSTNode) -> bool:
         """``node`` sits in an iteration loop of the function that holds it (a function
-        grafted under a call in a loop has that loop above its definition: it does not count)."""
+        grafted under a call in a loop has that loop above its definition: it does not count).
+        In a function grafted from another module, whose loops are no scopes here, any loop
+        that is not over a collection counts: ``train(...)`` of a ``train_utils`` module runs
+        its own epochs and steps, so two calls of it are two trainings, not one iteration."""
+        foreign = node in self._context.foreign
+        child = node
         for ancestor in self._index.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef | cst.Lambda):
                 return False
-            if ancestor in self._scopes and isinstance(ancestor, cst.For | cst.While):
+            if isinstance(ancestor, cst.For | cst.While) and (
+                ancestor in self._scopes
+                or (
+                    foreign
+                    and child is ancestor.body
+                    and not self._loops_over_a_collection(ancestor)
+                )
+            ):
                 return True
+            child = ancestor
         return False
 
     def _innermost_scope(self, node: cst.CSTNode) -> cst.CSTNode | None:

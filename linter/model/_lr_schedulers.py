@@ -177,7 +177,7 @@ class LrSchedulers:
         spelled = {dotted_name(p) for p in walk(test) if isinstance(p, cst.BaseExpression)}
         if scheduler and scheduler in spelled:
             return Hold.NEVER  # `if scheduler is not None:`
-        if _is_flag(test):
+        if _is_flag(test) or _is_setting_comparison(test):
             return Hold.NEVER  # `if args.use_scheduler:`: configuration, not the step's outcome
         return Hold.UNKNOWN
 
@@ -195,6 +195,36 @@ def _is_flag(test: cst.BaseExpression) -> bool:
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
     return dotted_name(test) is not None
+
+
+def _is_setting_comparison(test: cst.BaseExpression) -> bool:
+    """A setting compared with a string or ``None`` (``self.step_after == "batch"``,
+    ``cfg.metric is None``, ``mode in ("step", "batch")``), alone or joined by ``and``/``or``:
+    the same answer on every iteration of a run, so it says nothing about a skipped step."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.BooleanOperation):
+        return all(
+            _is_flag(part) or _is_setting_comparison(part) for part in (test.left, test.right)
+        )
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comparator = test.comparisons[0].comparator
+    if isinstance(comparator, cst.Tuple | cst.List | cst.Set):
+        settings = [element.value for element in comparator.elements]
+    else:
+        settings = [comparator]
+    return (
+        dotted_name(test.left) is not None
+        and bool(settings)
+        and all(_is_setting(value) for value in settings)
+    )
+
+
+def _is_setting(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.SimpleString) or (
+        isinstance(value, cst.Name) and value.value == "None"
+    )
 
 
 def _elements(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -14,6 +14,8 @@ Guards change the answer only when they make the code periodic or one-off:
   ``do_eval``, ``is_logging_step``) is periodic; other flags (``args.amp``,
   ``scaler is not None``, ``rank == 0``) are configuration and change nothing.
 - ``step == 0`` (a step-like name compared with an integer) runs once.
+- A flag bound once to such a test and tested later (``apply_penalty = steps % 4 == 0`` ...
+  ``if apply_penalty:``) limits the code as the test would.
 - A wall-clock comparison (``time.time() - last_log > 30``) is periodic.
 - A non-finite check (``if torch.isnan(grad_norm):``, ``if not torch.isfinite(loss).all():``,
   alone or and-ed with a flag) guards an error path that runs on the rare overflow steps only;
@@ -50,6 +52,7 @@ from typing import cast
 import libcst as cst
 
 from linter._rule import ModuleContext
+from linter.model._bindings import bindings
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants
 from linter.model._tree import children
@@ -476,6 +479,26 @@ class PerStepAnalysis:
         reason = self._reason(call, MAX_CALL_DEPTH, frozenset())
         return reason, reason is None and self._inherits(call)
 
+    def guard(self, test: cst.BaseExpression) -> Guard | None:
+        """`classify_guard`, also through a flag bound once to a guard and tested later
+        (``apply_penalty = self.steps % 4 == 0`` ... ``if apply_penalty:``): the flag carries
+        the test's period whatever its name says."""
+        guard = classify_guard(test)
+        if guard is not None:
+            return guard
+        positive = True
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            positive, test = not positive, test.expression
+        if not isinstance(test, cst.Name):
+            return None
+        bound = bindings(self._index).visible(test)
+        if len(bound) != 1 or not isinstance(bound[0], cst.Assign) or len(bound[0].targets) != 1:
+            return None
+        flag = classify_guard(bound[0].value)
+        if flag is None:
+            return None
+        return Guard(flag.kind, flag.fires_when_true == positive)
+
     def _inherits(self, node: cst.CSTNode) -> bool:
         child = node
         for ancestor in self._index.ancestors(node):
@@ -483,7 +506,7 @@ class PerStepAnalysis:
                 return not self._steps_in_nested_loop(ancestor, node)
             if isinstance(ancestor, cst.Lambda | cst.ClassDef | cst.For | cst.While):
                 return False
-            if isinstance(ancestor, cst.If) and classify_guard(ancestor.test) is not None:
+            if isinstance(ancestor, cst.If) and self.guard(ancestor.test) is not None:
                 return False
             if isinstance(ancestor, cst.IndentedBlock) and self._guarded_by_exit(ancestor, child):
                 return False
@@ -506,7 +529,7 @@ class PerStepAnalysis:
             if isinstance(ancestor, cst.Lambda | cst.ClassDef):
                 return None
             if isinstance(ancestor, cst.If):
-                guard = classify_guard(ancestor.test)
+                guard = self.guard(ancestor.test)
                 if guard is not None:
                     in_body = child is ancestor.body
                     if in_body == guard.fires_when_true and (in_body or child is ancestor.orelse):

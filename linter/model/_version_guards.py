@@ -4,8 +4,10 @@
 
 A deprecated API kept in such an arm is a compatibility fallback (AMP004 must neither report
 nor rewrite it). Read by shape: a comparison of something named ``*version*`` with a literal
-version (a string, a number, a tuple of them, or a ``parse("2.4")`` of one), or a
-``*version*`` / ``*greater*`` / ``*less*`` helper called with literal arguments.
+version (a string, a number, a tuple of them, or a ``parse("2.4")`` of one), a
+``*version*`` / ``*greater*`` / ``*less*`` helper called with literal arguments, or a flag
+constant that spells torch, a version and a direction in its name
+(``_TORCH_GREATER_EQUAL_2_4``, ``is_torch_greater_or_equal_than_1_10``, ``TORCH_LESS_THAN_2``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model._dotted_names import words
+from linter.model._dotted_names import dotted_name, last_part, words
 from linter.model._module_index import ModuleIndex
 
 #: The arm of an ``if`` (or conditional expression): ``body`` or ``orelse``.
@@ -26,6 +28,11 @@ Arm = Literal["body", "orelse"]
 #: is on the left (``installed < "2.4"``), and those that put it on the false side.
 _OLD_WHEN_TRUE = (cst.LessThan, cst.LessThanEqual)
 _OLD_WHEN_FALSE = (cst.GreaterThan, cst.GreaterThanEqual)
+
+#: Words of a version flag's name that say the installed torch is at least (newer) or below
+#: (older) the version the name spells.
+_NEWER_WORDS = frozenset({"greater", "ge", "gte", "geq", "newer", "plus", "after", "atleast"})
+_OLDER_WORDS = frozenset({"less", "lt", "lower", "older", "before", "below"})
 
 
 def old_torch_arm(test: cst.BaseExpression) -> Arm | None:
@@ -41,6 +48,8 @@ def old_torch_arm(test: cst.BaseExpression) -> Arm | None:
 
 
 def _old_when_true(test: cst.BaseExpression) -> bool | None:
+    if isinstance(test, cst.Name | cst.Attribute):
+        return _version_flag(test)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         left, right = test.left, target.comparator
@@ -69,6 +78,16 @@ def _old_when_true(test: cst.BaseExpression) -> bool | None:
         if "less" in name or "older" in name or "lower" in name:
             return True
     return None
+
+
+def _version_flag(flag: cst.Name | cst.Attribute) -> bool | None:
+    """True/False for a flag named as "torch older/newer than <digits>"; None otherwise."""
+    name = dotted_name(flag)
+    parts = last_part(name).lower().split("_") if name else []
+    if "torch" not in parts or not any(part.isdigit() for part in parts):
+        return None
+    newer, older = bool(_NEWER_WORDS.intersection(parts)), bool(_OLDER_WORDS.intersection(parts))
+    return None if newer == older else older
 
 
 def _names_a_version(node: cst.BaseExpression) -> bool:

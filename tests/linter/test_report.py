@@ -20,6 +20,7 @@ from linter.report import (
     format_text,
     summary_line,
 )
+from linter.rules import ALL_RULES
 
 SARIF_SCHEMA = Path(__file__).parent / "fixtures" / "sarif-schema-2.1.0.json"
 
@@ -142,8 +143,6 @@ def test_sarif_file_outside_the_working_folder_gets_an_absolute_uri(
 
 
 def test_sarif_of_the_registered_rules_on_the_examples_validates() -> None:
-    from linter.rules import ALL_RULES
-
     examples = Path(__file__).resolve().parents[2] / "examples"
     log = json.loads(format_sarif(lint_paths([examples]), ALL_RULES))
     jsonschema.validate(log, json.loads(SARIF_SCHEMA.read_text()), cls=jsonschema.Draft4Validator)
@@ -151,3 +150,15 @@ def test_sarif_of_the_registered_rules_on_the_examples_validates() -> None:
     assert [rule["id"] for rule in driver["rules"]] == [rule.code for rule in ALL_RULES]
     for result in log["runs"][0]["results"]:
         assert driver["rules"][result["ruleIndex"]]["id"] == result["ruleId"]
+
+
+def test_json_related_site_in_another_file_names_that_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = Path(__file__).parent / "fixtures" / "projects" / "amp003_pos_clip_helper_module"
+    monkeypatch.chdir(project)
+    amp003 = [rule for rule in ALL_RULES if rule.code == "AMP003"]
+    (record,) = json.loads(format_json(lint_paths(["train.py"], rules=amp003, jobs=1)))
+    files = [site.get("filename", "") for site in record["related"]]
+    assert files[0].endswith("utils/grads.py")
+    assert files[1:] == ["", "", ""]

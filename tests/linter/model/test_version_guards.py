@@ -26,6 +26,14 @@ from linter.model._version_guards import CompatFallbacks, old_torch_arm
         ("is_torch_version('>=', '2.3')", "orelse"),
         ("is_torch_greater_or_equal('2.4')", "orelse"),
         ("torch_ver < 2.4", "body"),
+        ("is_torch_greater_or_equal_than_1_10", "orelse"),
+        ("not _TORCH_GREATER_EQUAL_2_4", "body"),
+        ("utils.TORCH_1_10_PLUS", "orelse"),
+        ("TORCH_LESS_THAN_2_4", "body"),
+        # A flag needs torch, a version and one direction in its name.
+        ("TORCH_2_4", None),
+        ("_APEX_GREATER_EQUAL_0_1", None),
+        ("is_torch_greater", None),
         # No version guard: direction unknown, or no version at all.
         ("TORCH_VERSION == (2, 4)", None),
         ("n_gpus < 2", None),
