@@ -106,9 +106,8 @@ class Fp16Site:
     what: str
     #: How to train in bf16 instead.
     fix: str
-    #: The model it applies to (display text) and where that model became bf16. None where the
-    #: model is a checkpoint name held in a constant (`_trainer_model`'s ``string_value``).
-    model: str | None
+    #: The model it applies to (display text) and where that model became bf16.
+    model: str
     origin: Bf16Origin
     #: When the switch is on: None for always, else which runs (``when run with ...``).
     when: str | None = None
@@ -125,6 +124,9 @@ class Fp16Site:
     #: ``runtime_flags``): the facts under which it is on. The pair is certain only where the
     #: model's origin sits under the same facts (``if args.fp16: model.half()``).
     requires: frozenset[Fact] = frozenset()
+    #: The checkpoint name, where the switch is handed a name rather than a model
+    #: (``SFTTrainer(model="google/gemma-3-1b-it")``, or a constant holding it).
+    checkpoint: str | None = None
 
 
 def _holder_names(node: cst.BaseExpression) -> set[str]:
@@ -482,14 +484,18 @@ class Fp16Sites:
                         origin,
                     )
 
-    def _trainer_model(self, trainer: cst.Call) -> tuple[str | None, Bf16Origin] | None:
+    def _trainer_model(self, trainer: cst.Call) -> tuple[str, Bf16Origin, str | None] | None:
+        """The model a Trainer trains, its origin, and the checkpoint name when it is handed
+        one (``SFTTrainer(model="google/...")``, or a constant holding the name)."""
         model = keyword(trainer, "model") or positional(trainer, 0)
         if model is None:
             return None
-        origin = self.origins.family_origin(model.value)  # SFTTrainer(model="google/...")
-        if origin is not None:
-            return string_value(model.value), origin
-        return self.model_in(model.value, trainer)
+        origin = self.origins.family_origin(model.value)
+        checkpoint = self.origins.checkpoint_name(model.value)
+        if origin is not None and checkpoint is not None:
+            return f"the checkpoint `{checkpoint}`", origin, checkpoint
+        found = self.model_in(model.value, trainer)
+        return (*found, None) if found is not None else None
 
     def _training_arguments(self) -> Iterator[Fp16Site]:
         for call in self.calls:
@@ -510,16 +516,19 @@ class Fp16Sites:
                     continue
                 found = self._trainer_model(trainer)
                 if found is not None:
+                    model, origin, checkpoint = found
                     what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
                     yield Fp16Site(
                         fp16,
                         what,
                         "use `bf16=True`",
-                        *found,
+                        model,
+                        origin,
                         switch.when,
                         switch.facts,
                         loss_scaling=True,
                         through=((trainer, "its optimizer steps through a GradScaler"),),
+                        checkpoint=checkpoint,
                     )
                     break
 

@@ -302,8 +302,10 @@ _WHY = {
 def _message(context: ModuleContext, site: Fp16Site) -> str:
     origin = site.origin
     line = context.position(origin.node).start.line
-    model = f"`{site.model}`" if site.model != "the model" else site.model
-    if origin.family is not None:
+    model = f"`{site.model}`" if not site.model.startswith("the ") else site.model
+    if origin.family is not None and site.checkpoint is not None:
+        became = f"is a {origin.family.name} checkpoint pretrained in bfloat16 (line {line})"
+    elif origin.family is not None:
         became = f"{origin.description} (line {line})"
     else:
         became = f"was {origin.description} at line {line}"
