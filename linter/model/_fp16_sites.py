@@ -28,6 +28,7 @@ from linter.model._bf16_origins import (
     positional,
     string_value,
 )
+from linter.model._bound_contexts import BoundContext, bound_contexts
 from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
@@ -267,48 +268,41 @@ class Fp16Sites:
             return FP16 if isinstance(device.value, cst.Name | cst.Attribute) else None
         return FP16 if device_name == "cuda" else None
 
-    def _autocast_call(self, item: cst.BaseExpression, with_node: cst.CSTNode) -> cst.Call | None:
-        """The autocast a ``with`` item enters: the call itself, or a name bound to one in the
-        same function (``autocast_ctx = torch.autocast(device.type)``)."""
-        if isinstance(item, cst.Call):
-            return item if self.qualified(item.func) in AUTOCAST else None
-        if not isinstance(item, cst.Name):
-            return None
-        function = self.index.enclosing_function(with_node)
-        for assign in self.index.nodes(cst.Assign):
-            value = assign.value
-            if (
-                isinstance(value, cst.Call)
-                and self.qualified(value.func) in AUTOCAST
-                and self.index.enclosing_function(assign) is function
-                and any(dotted_name(t.target) == item.value for t in assign.targets)
-            ):
-                return value
-        return None
+    def _entered(self, item: cst.WithItem) -> list[BoundContext]:
+        """The autocasts a ``with`` item enters: the call itself, or what the name it enters is
+        bound to (`linter.model._bound_contexts`)."""
+        if isinstance(item.item, cst.Call) and self.qualified(item.item.func) in AUTOCAST:
+            return [BoundContext(item.item, item.item)]
+        return [
+            bound
+            for bound in bound_contexts(self.index, self.paths.facts, item)
+            if self.qualified(bound.call.func) in AUTOCAST
+        ]
 
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
             for item in with_node.items:
-                call = self._autocast_call(item.item, with_node)
-                if call is None or self._autocast_dtype(call) != FP16:
-                    continue
-                enabled = self._enabled(call)
-                if enabled is None:
-                    continue
-                found = self._model_run_in(with_node.body)
-                if found is None:
-                    continue
-                what = "fp16 autocast"
-                if keyword(call, "dtype") is None:
-                    what = "autocast with no dtype (fp16 on CUDA)"
-                yield Fp16Site(
-                    call,
-                    what,
-                    "use `dtype=torch.bfloat16` and drop the GradScaler",
-                    *found,
-                    enabled.when,
-                    enabled.facts,
-                )
+                for entered in self._entered(item):
+                    call = entered.call
+                    if self._autocast_dtype(call) != FP16:
+                        continue
+                    enabled = self._enabled(call)
+                    if enabled is None:
+                        continue
+                    found = self._model_run_in(with_node.body)
+                    if found is None:
+                        continue
+                    what = "fp16 autocast"
+                    if keyword(call, "dtype") is None:
+                        what = "autocast with no dtype (fp16 on CUDA)"
+                    yield Fp16Site(
+                        entered.node,
+                        what,
+                        "use `dtype=torch.bfloat16` and drop the GradScaler",
+                        *found,
+                        enabled.when,
+                        enabled.facts | entered.facts,
+                    )
 
     def _model_run_in(self, body: cst.CSTNode) -> tuple[str, Bf16Origin] | None:
         for node in descendants(body):
