@@ -301,7 +301,10 @@ _WHY = {
 
 def _message(context: ModuleContext, site: Fp16Site) -> str:
     origin = site.origin
-    line = context.position(origin.node).start.line
+    foreign = context.foreign_position(origin.node)
+    line: int | str = context.position(origin.node).start.line
+    if foreign is not None:
+        line = f"{foreign[1]} of {foreign[0]}"
     model = f"`{site.model}`" if not site.model.startswith("the ") else site.model
     if origin.family is not None and site.checkpoint is not None:
         became = f"is a {origin.family.name} checkpoint pretrained in bfloat16 (line {line})"
