@@ -31,6 +31,7 @@ from linter.model._bf16_origins import (
 from linter.model._bound_contexts import BoundContext, bound_contexts
 from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._exported_values import imported_autocast
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
 from linter.model._module_index import ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, path_facts
@@ -282,6 +283,7 @@ class Fp16Sites:
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
             for item in with_node.items:
+                yield from self._imported_autocast(item, with_node)
                 for entered in self._entered(item):
                     call = entered.call
                     if self._autocast_dtype(call) != FP16:
@@ -303,6 +305,19 @@ class Fp16Sites:
                         enabled.when,
                         enabled.facts | entered.facts,
                     )
+
+    def _imported_autocast(self, item: cst.WithItem, with_node: cst.With) -> Iterator[Fp16Site]:
+        """``with autocast_ctx:`` / ``with amp():`` on an fp16 autocast another module of the
+        project builds (`linter.model._exported_values`)."""
+        entered = imported_autocast(self.index, item.item, item)
+        if entered is None or entered[0].dtype != FP16:
+            return
+        found = self._model_run_in(with_node.body)
+        if found is not None:
+            code = self.context.module.code_for_node(item.item)
+            what = f"`{code}` (an fp16 autocast of {entered[1]}, line {entered[0].line})"
+            fix = "build it with `dtype=torch.bfloat16` and drop the GradScaler"
+            yield Fp16Site(item.item, what, fix, *found)
 
     def _model_run_in(self, body: cst.CSTNode) -> tuple[str, Bf16Origin] | None:
         for node in descendants(body):

@@ -167,7 +167,37 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
         if declared is not None:
             source += f" (the default of {declared})"
         found.append(PrecisionEngine(call, framework, picks, picks == FP16, source))
+    found += _built_elsewhere(index)
     return sorted(found, key=lambda engine: index.order.get(engine.node, 0))
+
+
+def _built_elsewhere(index: ModuleIndex) -> list[PrecisionEngine]:
+    """Engines a function of another module builds and returns (``engine = build_engine(
+    model, args)``), placed at the call (`linter.model._exported_values`)."""
+    context = index.context
+    if context is None or context.project is None:
+        return []
+    from linter.model._exported_values import ENGINE, imported_values
+
+    values = imported_values(index)
+    found = []
+    for call in index.nodes(cst.Call):
+        built = values.of_call(call)
+        if built is None or built[0].kind != ENGINE:
+            continue
+        record, path = built
+        found.append(
+            PrecisionEngine(
+                call,
+                record.dtype,
+                record.precision,
+                record.scales,
+                f"{record.source} in {path}",
+                record.torch_autocast,
+                _engine_names(index, call),
+            )
+        )
+    return found
 
 
 def _literal(node: cst.BaseExpression) -> object:
