@@ -20,6 +20,7 @@ unknown.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,9 +47,9 @@ AUTOCAST_FACTORY = "autocast-factory"
 #: ...an engine that manages precision itself (DeepSpeed, accelerate, Lightning).
 ENGINE = "engine"
 
-#: Words without which a module holds no engine worth exporting (the engine search reads
-#: config references: not worth it for every summarised file).
-_ENGINE_WORDS = ("deepspeed", "Accelerator", "Trainer", "Fabric", "MixedPrecision")
+#: Text without which a module builds no engine whose setting it spells (the engine search
+#: reads config references: not worth it for every summarised file).
+_ENGINE_TEXT = re.compile(r"deepspeed\.initialize|Accelerator\s*\(|precision\s*=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,7 @@ def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecor
         # A holder bound twice to different things holds neither for certain.
         found[holder] = record if found.get(holder, record) == record else None
     records = [record for record in found.values() if record is not None]
-    if any(word in context.source for word in _ENGINE_WORDS):
+    if _ENGINE_TEXT.search(context.source) is not None:
         records += _engines(context, index)
     return records
 
