@@ -255,6 +255,23 @@ class ImportedValues:
                 return found
         return None
 
+    def inherited(self, cls: cst.ClassDef) -> list[tuple[ValueRecord, str]]:
+        """The ``self.`` values base classes of other modules bind for ``cls`` (nearest base
+        first), those ``cls`` does not bind itself."""
+        project = self._project
+        if project is None:
+            return []
+        if cls not in self._bases:
+            self._bases[cls] = project.bases(self._path, cls.name.value)
+        found = []
+        for path, base in self._bases[cls]:
+            summary = project.summary(path) if path != self._path else None
+            for record in summary.values if summary is not None else ():
+                owner, _, attribute = record.holder.partition(".self.")
+                if owner == base and attribute and not self._binds(cls, f"self.{attribute}"):
+                    found.append((record, project.display(path)))
+        return found
+
     def _binds(self, cls: cst.ClassDef, name: str) -> bool:
         return any(
             self._index.enclosing_class(assign) is cls

@@ -173,3 +173,15 @@ def test_a_module_linted_alone_imports_nothing() -> None:
     text = "from amp import scaler\nscaler.step(opt)\n"
     context = ModuleContext("main.py", text, cst.parse_module(text))
     assert imported_values(module_index(context)).of_name("scaler") is None
+
+
+def test_a_subclass_inherits_the_values_its_base_binds_and_it_does_not(tmp_path: Path) -> None:
+    project = build(tmp_path, SOURCES)
+    context = context_of(project, tmp_path / "main.py")
+    index = module_index(context)
+    child, own = index.nodes(cst.ClassDef)
+    values = imported_values(index)
+    assert [(r.holder, r.kind, path) for r, path in values.inherited(child)] == [
+        ("Base.self.sc", SCALER, "amp.py")
+    ]
+    assert values.inherited(own) == []
