@@ -98,7 +98,7 @@ class ModuleContext:
             return self.source
         return f"{self.source}\n{self.imported_text}"
 
-    def attach(self, root: cst.CSTNode, via: cst.Call, site: ForeignSite) -> None:
+    def attach(self, root: cst.CSTNode, via: cst.CSTNode, site: ForeignSite) -> None:
         """Record that ``root`` (a grafted function) and its nodes stand for ``site``."""
         stack = [root]
         while stack:

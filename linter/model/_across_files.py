@@ -18,11 +18,18 @@ ACROSS_FILES: dict[str, str] = {
     "AMP002": (
         "A model that a loader or builder of another module returns loaded or cast as bf16 "
         "(`model = load_model(name)` with `from_pretrained(..., torch_dtype=torch.bfloat16)` "
-        "in `loading.py`); the finding names that file's site."
+        "in `loading.py`); a model another module loads as bf16 and passes to the function "
+        "that trains it (`train(model, data)` called from `run_sft.py`); an fp16 autocast "
+        "context or `functools.partial(torch.autocast, ...)` built in another module and "
+        "entered here (`from amp_utils import autocast_ctx`, `with autocast_ctx:`). The finding "
+        "names the other file's site."
     ),
     "AMP003": (
         "A clip in a helper of another module called between the scaled backward and the "
-        "scaler step (`clip_gradients(model)` from `utils/grads.py`), and an `unscale_` there."
+        "scaler step (`clip_gradients(model)` from `utils/grads.py`), and an `unscale_` there. "
+        "A GradScaler held in a global of another module (`from .amp_state import grad_sc`) or "
+        "set by a base class defined there (`self.amp = GradScaler()` in `trainer_base.py`) "
+        "is a scaler here, whatever its name."
     ),
     "AMP004": (
         "Nothing yet: it reads each file's own imports and uses (a deprecated API is reported "
@@ -37,7 +44,9 @@ ACROSS_FILES: dict[str, str] = {
         "guidance module's `latents.backward(gradient=grad)`), and its branches on the scaler."
     ),
     "AMP007": (
-        "An `optimizer.step()` in a helper of another module called after a scaled backward."
+        "An `optimizer.step()` in a helper of another module called after a scaled backward; "
+        "a scaler that a base class of another module sets (`self.amp = GradScaler()` in "
+        "`trainer_base.py`, `self.amp.scale(loss).backward()` in the subclass)."
     ),
     "AMP008": (
         "A half model that a builder of another module returns (`build_model(cfg)` ending in "
@@ -46,6 +55,15 @@ ACROSS_FILES: dict[str, str] = {
     "AMP009": ("A GradScaler built in a function that a loop of another module calls per step."),
     "AMP010": (
         "An autocast dtype kept in a config module (`dtype=config.AMP_DTYPE` with "
-        "`AMP_DTYPE = torch.bfloat16` in `config.py`)."
+        "`AMP_DTYPE = torch.bfloat16` in `config.py`); an autocast context or factory built in "
+        "another module (`from amp_utils import autocast_ctx`), with the dtype that module "
+        "gives it."
+    ),
+    "AMP014": (
+        "An engine that a helper of another module builds and returns (`engine, optimizer = "
+        "build_engine(model, args)` with `deepspeed.initialize(..., config=DS_CONFIG)` and a "
+        'bf16 or fp16 dict in `engine_utils.py`; an `Accelerator(mixed_precision="fp16")` '
+        "a helper returns), placed at the call. A setting that module reads from a config "
+        "file is not followed through the helper."
     ),
 }

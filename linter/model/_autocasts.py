@@ -110,9 +110,40 @@ class ModuleAutocasts:
             self._called.add(call.func)
             signature = AUTOCAST_SIGNATURES.get(qualified)
             if signature is None:
-                yield Autocast(call, None)
+                yield Autocast(call, self._imported_dtype(call))
             else:
                 yield self._evaluate(call, signature)
+        yield from self._imported()
+
+    def _imported(self) -> Iterator[Autocast]:
+        """Autocasts another module of the project builds, entered here by a name that does
+        not say so (``with ctx:``, ``with amp():``), with the dtype that module gives them."""
+        if self._index.context is None or self._index.context.project is None:
+            return
+        from linter.model._exported_values import imported_autocast
+
+        for with_node in self._index.nodes(cst.With):
+            for item in with_node.items:
+                if isinstance(item.item, cst.Call) and item.item.func in self._called:
+                    continue
+                found = imported_autocast(self._index, item.item, item)
+                if found is not None:
+                    yield Autocast(item.item, found[0].dtype or None)
+
+    def _imported_dtype(self, call: cst.Call) -> str | None:
+        """The dtype of an autocast factory of another module called here, if it has one."""
+        if self._index.context is None or self._index.context.project is None:
+            return None
+        from linter.model._exported_values import imported_autocast
+
+        found = imported_autocast(self._index, call, call)
+        return (found[0].dtype or None) if found is not None else None
+
+    def evaluate(self, call: cst.Call) -> Autocast | None:
+        """The autocast ``call`` enters, when it is one of torch's (any import alias)."""
+        name = dotted_name(call.func)
+        signature = AUTOCAST_SIGNATURES.get(self._aliases.qualify(name) if name else "")
+        return self._evaluate(call, signature) if signature is not None else None
 
     def uncalled(self) -> list[Autocast]:
         """torch's autocasts named but not called here (``partial(torch.autocast, ...)``,

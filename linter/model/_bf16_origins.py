@@ -16,6 +16,7 @@ known statically, so it makes no origin: one switch driving both sides is not a 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -24,6 +25,9 @@ from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex
 from linter.model._path_facts import PathFacts
+
+if TYPE_CHECKING:
+    from linter.model._project import ForeignSite
 
 BF16 = "bf16"
 FP16 = "fp16"
@@ -560,17 +564,7 @@ class Bf16Origins:
         grafted = context.project.graft(context, call, _MODEL_WORDS)
         if grafted is None:
             return None
-        if grafted not in self._foreign:
-            site = context.foreign[grafted]
-            alone = ModuleIndex(site.module)
-            self._foreign[grafted] = Bf16Origins(
-                alone,
-                self._aliases,
-                ModuleConstants(alone),
-                extra_families=self._extra_families,
-                target=self.target,
-            )
-        origins = self._foreign[grafted]
+        origins = self._alone(context.foreign[grafted])
         for statement in origins._returns_of(grafted):
             value = statement.value
             if element is not None:
@@ -692,10 +686,51 @@ class Bf16Origins:
                     origin = self.of_expression(arg.value, call)
                     if origin is not None:
                         return origin
-            return None
+            return self._passed_from_other_modules(function, name, position)
         finally:
             self._bindings = saved
             self._resolving.discard(function)
+
+    def _passed_from_other_modules(
+        self, function: cst.FunctionDef, name: str, position: int
+    ) -> Bf16Origin | None:
+        """The origin of what a function of another project module passes as parameter
+        ``name`` (``train(model, args)`` called from ``main.py`` with a model it loaded as
+        bf16), read by the same analysis run over the calling function alone."""
+        context = self._index.context
+        if context is None or context.project is None or function in context.foreign:
+            return None
+        param = next(
+            (
+                p
+                for p in (*function.params.params, *function.params.kwonly_params)
+                if p.name.value == name
+            ),
+            function,
+        )
+        for call in context.project.calls_from_other_modules(context, function, param):
+            arg = keyword(call, name) or positional(call, position)
+            if arg is None:
+                continue
+            origin = self._alone(context.foreign[call]).of_expression(arg.value, call)
+            if origin is not None:
+                return origin
+        return None
+
+    def _alone(self, site: ForeignSite) -> Bf16Origins:
+        """The analysis of a function of another module, by itself (its own scopes, no
+        project: what it shows of its own values)."""
+        root = next(s for s in site.module.body if isinstance(s, cst.FunctionDef))
+        if root not in self._foreign:
+            alone = ModuleIndex(site.module)
+            self._foreign[root] = Bf16Origins(
+                alone,
+                self._aliases,
+                ModuleConstants(alone),
+                extra_families=self._extra_families,
+                target=self.target,
+            )
+        return self._foreign[root]
 
     def _calls_of(self, function: cst.FunctionDef) -> list[cst.Call]:
         """Calls ``f(...)`` of a plain function; ``self.f(...)`` of a method, in its class;

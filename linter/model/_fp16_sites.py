@@ -28,8 +28,10 @@ from linter.model._bf16_origins import (
     positional,
     string_value,
 )
+from linter.model._bound_contexts import BoundContext, bound_contexts
 from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._exported_values import imported_autocast
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
 from linter.model._module_index import ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, path_facts
@@ -106,9 +108,8 @@ class Fp16Site:
     what: str
     #: How to train in bf16 instead.
     fix: str
-    #: The model it applies to (display text) and where that model became bf16. None where the
-    #: model is a checkpoint name held in a constant (`_trainer_model`'s ``string_value``).
-    model: str | None
+    #: The model it applies to (display text) and where that model became bf16.
+    model: str
     origin: Bf16Origin
     #: When the switch is on: None for always, else which runs (``when run with ...``).
     when: str | None = None
@@ -125,6 +126,9 @@ class Fp16Site:
     #: ``runtime_flags``): the facts under which it is on. The pair is certain only where the
     #: model's origin sits under the same facts (``if args.fp16: model.half()``).
     requires: frozenset[Fact] = frozenset()
+    #: The checkpoint name, where the switch is handed a name rather than a model
+    #: (``SFTTrainer(model="google/gemma-3-1b-it")``, or a constant holding it).
+    checkpoint: str | None = None
 
 
 def _holder_names(node: cst.BaseExpression) -> set[str]:
@@ -265,48 +269,55 @@ class Fp16Sites:
             return FP16 if isinstance(device.value, cst.Name | cst.Attribute) else None
         return FP16 if device_name == "cuda" else None
 
-    def _autocast_call(self, item: cst.BaseExpression, with_node: cst.CSTNode) -> cst.Call | None:
-        """The autocast a ``with`` item enters: the call itself, or a name bound to one in the
-        same function (``autocast_ctx = torch.autocast(device.type)``)."""
-        if isinstance(item, cst.Call):
-            return item if self.qualified(item.func) in AUTOCAST else None
-        if not isinstance(item, cst.Name):
-            return None
-        function = self.index.enclosing_function(with_node)
-        for assign in self.index.nodes(cst.Assign):
-            value = assign.value
-            if (
-                isinstance(value, cst.Call)
-                and self.qualified(value.func) in AUTOCAST
-                and self.index.enclosing_function(assign) is function
-                and any(dotted_name(t.target) == item.value for t in assign.targets)
-            ):
-                return value
-        return None
+    def _entered(self, item: cst.WithItem) -> list[BoundContext]:
+        """The autocasts a ``with`` item enters: the call itself, or what the name it enters is
+        bound to (`linter.model._bound_contexts`)."""
+        if isinstance(item.item, cst.Call) and self.qualified(item.item.func) in AUTOCAST:
+            return [BoundContext(item.item, item.item)]
+        return [
+            bound
+            for bound in bound_contexts(self.index, self.paths.facts, item)
+            if self.qualified(bound.call.func) in AUTOCAST
+        ]
 
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
             for item in with_node.items:
-                call = self._autocast_call(item.item, with_node)
-                if call is None or self._autocast_dtype(call) != FP16:
-                    continue
-                enabled = self._enabled(call)
-                if enabled is None:
-                    continue
-                found = self._model_run_in(with_node.body)
-                if found is None:
-                    continue
-                what = "fp16 autocast"
-                if keyword(call, "dtype") is None:
-                    what = "autocast with no dtype (fp16 on CUDA)"
-                yield Fp16Site(
-                    call,
-                    what,
-                    "use `dtype=torch.bfloat16` and drop the GradScaler",
-                    *found,
-                    enabled.when,
-                    enabled.facts,
-                )
+                yield from self._imported_autocast(item, with_node)
+                for entered in self._entered(item):
+                    call = entered.call
+                    if self._autocast_dtype(call) != FP16:
+                        continue
+                    enabled = self._enabled(call)
+                    if enabled is None:
+                        continue
+                    found = self._model_run_in(with_node.body)
+                    if found is None:
+                        continue
+                    what = "fp16 autocast"
+                    if keyword(call, "dtype") is None:
+                        what = "autocast with no dtype (fp16 on CUDA)"
+                    yield Fp16Site(
+                        entered.node,
+                        what,
+                        "use `dtype=torch.bfloat16` and drop the GradScaler",
+                        *found,
+                        enabled.when,
+                        enabled.facts | entered.facts,
+                    )
+
+    def _imported_autocast(self, item: cst.WithItem, with_node: cst.With) -> Iterator[Fp16Site]:
+        """``with autocast_ctx:`` / ``with amp():`` on an fp16 autocast another module of the
+        project builds (`linter.model._exported_values`)."""
+        entered = imported_autocast(self.index, item.item, item)
+        if entered is None or entered[0].dtype != FP16:
+            return
+        found = self._model_run_in(with_node.body)
+        if found is not None:
+            code = self.context.module.code_for_node(item.item)
+            what = f"`{code}` (an fp16 autocast of {entered[1]}, line {entered[0].line})"
+            fix = "build it with `dtype=torch.bfloat16` and drop the GradScaler"
+            yield Fp16Site(item.item, what, fix, *found)
 
     def _model_run_in(self, body: cst.CSTNode) -> tuple[str, Bf16Origin] | None:
         for node in descendants(body):
@@ -482,14 +493,18 @@ class Fp16Sites:
                         origin,
                     )
 
-    def _trainer_model(self, trainer: cst.Call) -> tuple[str | None, Bf16Origin] | None:
+    def _trainer_model(self, trainer: cst.Call) -> tuple[str, Bf16Origin, str | None] | None:
+        """The model a Trainer trains, its origin, and the checkpoint name when it is handed
+        one (``SFTTrainer(model="google/...")``, or a constant holding the name)."""
         model = keyword(trainer, "model") or positional(trainer, 0)
         if model is None:
             return None
-        origin = self.origins.family_origin(model.value)  # SFTTrainer(model="google/...")
-        if origin is not None:
-            return string_value(model.value), origin
-        return self.model_in(model.value, trainer)
+        origin = self.origins.family_origin(model.value)
+        checkpoint = self.origins.checkpoint_name(model.value)
+        if origin is not None and checkpoint is not None:
+            return f"the checkpoint `{checkpoint}`", origin, checkpoint
+        found = self.model_in(model.value, trainer)
+        return (*found, None) if found is not None else None
 
     def _training_arguments(self) -> Iterator[Fp16Site]:
         for call in self.calls:
@@ -510,16 +525,19 @@ class Fp16Sites:
                     continue
                 found = self._trainer_model(trainer)
                 if found is not None:
+                    model, origin, checkpoint = found
                     what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
                     yield Fp16Site(
                         fp16,
                         what,
                         "use `bf16=True`",
-                        *found,
+                        model,
+                        origin,
                         switch.when,
                         switch.facts,
                         loss_scaling=True,
                         through=((trainer, "its optimizer steps through a GradScaler"),),
+                        checkpoint=checkpoint,
                     )
                     break
 

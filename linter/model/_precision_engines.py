@@ -13,6 +13,7 @@ from __future__ import annotations
 import os.path
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -36,6 +37,9 @@ from linter.model._config_references import (
 from linter.model._dotted_names import ImportAliases, dotted_name, words
 from linter.model._module_index import ModuleIndex, module_index
 from linter.model._path_facts import PathFacts
+
+if TYPE_CHECKING:
+    from linter.model._exported_values import ValueRecord
 
 DEEPSPEED_ENGINE = "DeepSpeed"
 ACCELERATE_ENGINE = "Accelerate"
@@ -167,7 +171,64 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
         if declared is not None:
             source += f" (the default of {declared})"
         found.append(PrecisionEngine(call, framework, picks, picks == FP16, source))
+    found += _built_elsewhere(index)
     return sorted(found, key=lambda engine: index.order.get(engine.node, 0))
+
+
+def _built_elsewhere(index: ModuleIndex) -> list[PrecisionEngine]:
+    """Engines a function of another module builds and returns (``engine = build_engine(
+    model, args)``), placed at the call (`linter.model._exported_values`)."""
+    context = index.context
+    if context is None or context.project is None:
+        return []
+    from linter.model._exported_values import ENGINE, imported_values
+
+    values = imported_values(index)
+    found = []
+    for call in index.nodes(cst.Call):
+        built = values.of_call(call)
+        if built is None or built[0].kind != ENGINE:
+            continue
+        found.append(_placed(*built, call, _engine_names(index, call)))
+    for cls in index.nodes(cst.ClassDef):
+        inherited = [item for item in values.inherited(cls) if item[0].kind == ENGINE]
+        calls = index.calls_named(".__init__")
+        init = next((c for c in calls if _runs_base_init(index, c, cls)), None)
+        if init is None:
+            continue
+        for record, path in inherited:
+            name = "self." + record.holder.partition(".self.")[2]
+            found.append(_placed(record, path, init, (name,)))
+    return found
+
+
+def _runs_base_init(index: ModuleIndex, call: cst.Call, cls: cst.ClassDef) -> bool:
+    """``super().__init__(...)`` in the ``__init__`` of ``cls``: where its base builds what it
+    keeps in ``self``."""
+    function = index.enclosing_function(call)
+    receiver = call.func.value  # type: ignore[attr-defined]  # calls_named(".m") holds attribute calls only
+    return (
+        function is not None
+        and function.name.value == "__init__"
+        and index.enclosing_class(call) is cls
+        and isinstance(receiver, cst.Call)
+        and dotted_name(receiver.func) == "super"
+    )
+
+
+def _placed(
+    record: ValueRecord, path: str, call: cst.Call, names: tuple[str, ...]
+) -> PrecisionEngine:
+    """An engine of another module, placed at the local call that builds it."""
+    return PrecisionEngine(
+        call,
+        record.dtype,
+        record.precision,
+        record.scales,
+        f"{record.source} in {path}",
+        record.torch_autocast,
+        names,
+    )
 
 
 def _literal(node: cst.BaseExpression) -> object:

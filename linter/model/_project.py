@@ -66,8 +66,9 @@ class FunctionRef:
 class ForeignSite:
     """Where a grafted node really is: a function of another file, hung under a local call."""
 
-    #: The local call the function is grafted under (positions inside map to it).
-    via: cst.Call
+    #: The local node the function is grafted under (positions inside map to it): the call
+    #: that runs it, or — for a caller of a local function — the parameter it passes.
+    via: cst.CSTNode
     #: The function's file, relative to the project root when under it.
     path: str
     #: The called function's qualified name.
@@ -94,6 +95,7 @@ class Project:
         self._methods: dict[str, list[FunctionRef]] | None = None
         self._caller_digests: dict[str, str] | None = None
         self._components: dict[str, frozenset[str]] | None = None
+        self._parsed: dict[tuple[str, str], cst.Module | None] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -434,6 +436,50 @@ class Project:
                 return f"in `{name}()`, called {why}"
         return None
 
+    # -- callers' arguments --------------------------------------------------------------------
+
+    def calls_from_other_modules(
+        self, context: ModuleContext, function: cst.FunctionDef, via: cst.CSTNode
+    ) -> list[cst.Call]:
+        """The calls of ``function`` (of the module being linted) in functions of other
+        modules, each parsed from its caller's summary and attached to ``context`` under
+        ``via`` (the parameter asked about), so an analysis reads what they pass to it as it
+        reads a local call's arguments. Calls at a module's top level are not summarised."""
+        index = module_index(context)
+        qualname = qualified_name(index, function)
+        path = os.path.abspath(context.path)
+        if qualname is None or path not in self.summaries:
+            return []
+        found = []
+        for caller_path, record in self.callers(FunctionRef(path, qualname)):
+            summary = self.summary(caller_path)
+            caller = summary.function(record.caller) if summary and record.caller else None
+            if caller_path == path or caller is None:
+                continue
+            parsed = self._parsed_function(caller_path, caller.qualname, caller.source)
+            call = _call_on_line(parsed, record.line - caller.line + 1, record.callee)
+            if parsed is None or call is None:
+                continue
+            root = next(s for s in parsed.body if isinstance(s, cst.FunctionDef))
+            site = ForeignSite(via, self.display(caller_path), caller.qualname, caller.line, parsed)
+            context.attach(root, via, site)
+            found.append(call)
+        return found
+
+    def _parsed_function(self, path: str, qualname: str, source: str) -> cst.Module | None:
+        """A summarised function's source, parsed once per run (its nodes stay the same
+        objects, so every module that asks shares them)."""
+        key = (path, qualname)
+        if key not in self._parsed:
+            try:
+                module = cst.parse_module(source)
+            except Exception:  # a summary from another libcst version
+                module = None
+            if module is not None and not any(isinstance(s, cst.FunctionDef) for s in module.body):
+                module = None
+            self._parsed[key] = module
+        return self._parsed[key]
+
     # -- grafting -----------------------------------------------------------------------------
 
     def graft(
@@ -510,6 +556,23 @@ def _file_digest(path: str) -> str:
             return hashlib.sha256(stream.read()).hexdigest()[:32]
     except OSError:
         return "missing"
+
+
+def _call_on_line(module: cst.Module | None, line: int, callee: str) -> cst.Call | None:
+    """The call of ``callee`` starting on ``line`` of ``module`` (the first, if several)."""
+    if module is None:
+        return None
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    for node in foreign_nodes(module):
+        if (
+            isinstance(node, cst.Call)
+            and dotted_name(node.func) == callee
+            and positions[node].start.line == line
+        ):
+            return node
+    return None
 
 
 def foreign_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -153,6 +153,29 @@ class ScalerReceivers:
                     self.proven.add(name)
                 elif _constructs_a_class(value):
                     self._other.add(name)
+        if index.context is not None and index.context.project is not None:
+            self._add_imported(index)
+
+    def _add_imported(self, index: ModuleIndex) -> None:
+        """Receivers that hold a GradScaler of another module of the project: a global
+        imported from it (``from utils import scaler``), an attribute a base class defined
+        there binds (``self.scaler = GradScaler()`` in ``trainer_base.py``)."""
+        from linter.model._exported_values import SCALER, imported_values
+
+        values = imported_values(index)
+        seen: set[str] = set()
+        for call in index.nodes(cst.Call):
+            func = call.func
+            receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+            if receiver is None or receiver in self.proven or receiver in seen:
+                continue
+            seen.add(receiver)
+            if receiver.startswith("self."):
+                found = values.of_attribute(receiver, call)
+            else:
+                found = values.of_name(receiver)
+            if found is not None and found[0].kind == SCALER:
+                self.proven.add(receiver)
 
     def is_constructor_call(self, node: cst.CSTNode) -> bool:
         """``GradScaler(...)`` under any alias, not explicitly disabled with ``enabled=False``."""
@@ -228,6 +251,11 @@ class ScalerReceivers:
             and func.attr.value in methods
             and self.looks_like(func.value)
         )
+
+    def is_scaler_value(self, value: cst.BaseExpression) -> bool:
+        """``value`` evaluates to a GradScaler (a constructor, an alias of one, either arm of a
+        choice): what binding a name to it proves."""
+        return self._value_is_scaler(value)
 
     def _value_is_scaler(self, value: cst.BaseExpression) -> bool:
         if isinstance(value, cst.IfExp):

@@ -21,17 +21,18 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._dotted_names import dotted_name
+from linter.model._exported_values import ValueRecord, value_records
 from linter.model._line_numbers import function_source
 from linter.model._module_index import module_index
 from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 2
+SUMMARY_FORMAT = 3
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
-#: loads, scalers, autocasts.
+#: loads, scalers, autocasts, and the precision engines a helper builds (AMP014).
 GRAFT_WORDS = (
     "backward",
     "step",
@@ -49,6 +50,8 @@ GRAFT_WORDS = (
     "GradScaler",
     "autocast",
     "state_dict",
+    "deepspeed",
+    "Accelerator",
 )
 
 
@@ -135,6 +138,9 @@ class ModuleSummary:
     constants: tuple[tuple[str, str], ...] = ()
     #: Whether the module mentions any rule's trigger word (it was parsed for its own sake).
     has_amp: bool = False
+    #: GradScalers, autocasts and precision engines other modules reach: its globals, its
+    #: classes' ``self.`` attributes, its functions' returns (`linter.model._exported_values`).
+    values: tuple[ValueRecord, ...] = ()
     _functions: dict[str, FunctionRecord] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -171,6 +177,7 @@ class ModuleSummary:
             calls=tuple(CallRecord(**item) for item in data["calls"]),
             constants=tuple((str(name), str(text)) for name, text in data["constants"]),
             has_amp=bool(data["has_amp"]),
+            values=tuple(ValueRecord(**item) for item in data["values"]),
         )
 
     def digest(self) -> str:
@@ -240,6 +247,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
         calls=tuple(calls),
         constants=tuple(_constants(index)),
         has_amp=has_amp,
+        values=tuple(value_records(context, index)),
     )
 
 

@@ -35,8 +35,14 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     The model is tracked through the file: the model called under the autocast (a pipeline
     too), the model whose optimizer the GradScaler steps, `Trainer(model=...)` with those
     `args`, `accelerator.prepare(model, ...)`, the LightningModule given to `trainer.fit`, a
-    function's parameter when this file calls the function with a bf16 model, and a model a
-    same-module helper returns (`model, tok = load_model_and_tokenizer(...)`).
+    function's parameter when this file (or a function of another module of the project) calls
+    the function with a bf16 model, and a model a helper returns
+    (`model, tok = load_model_and_tokenizer(...)`). An autocast may be bound before it is
+    entered: `ctx = torch.autocast("cuda", dtype=torch.float16) if args.fp16 else
+    nullcontext()` then `with ctx:` (each arm pairs only with what its condition allows), an
+    `if`/`else` that binds it, `self.autocast = ...` in `__init__`,
+    `amp = functools.partial(torch.autocast, ...)` entered as `with amp():`, or a context built
+    in another module of the project (`from amp_utils import autocast_ctx`).
 
     ### One path, in order
     A bf16 origin and an fp16 site pair only when one run can reach both, the origin first:
@@ -301,9 +307,14 @@ _WHY = {
 
 def _message(context: ModuleContext, site: Fp16Site) -> str:
     origin = site.origin
-    line = context.position(origin.node).start.line
-    model = f"`{site.model}`" if site.model != "the model" else site.model
-    if origin.family is not None:
+    foreign = context.foreign_position(origin.node)
+    line: int | str = context.position(origin.node).start.line
+    if foreign is not None:
+        line = f"{foreign[1]} of {foreign[0]}"
+    model = f"`{site.model}`" if not site.model.startswith("the ") else site.model
+    if origin.family is not None and site.checkpoint is not None:
+        became = f"is a {origin.family.name} checkpoint pretrained in bfloat16 (line {line})"
+    elif origin.family is not None:
         became = f"{origin.description} (line {line})"
     else:
         became = f"was {origin.description} at line {line}"

@@ -367,9 +367,9 @@ def _helpers(
     return found
 
 
-def _hands_a_scaler(call: cst.Call, receivers: ScalerReceivers) -> bool:
+def _hands_a_scaler(call: cst.CSTNode, receivers: ScalerReceivers) -> bool:
     """The call passes a GradScaler (``scaler=train_state.scaler``, ``save(model, scaler)``)."""
-    return any(
+    return isinstance(call, cst.Call) and any(
         (arg.keyword is not None and "scaler" in arg.keyword.value.lower())
         or receivers.looks_like(arg.value)
         for arg in call.args

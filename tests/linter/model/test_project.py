@@ -229,3 +229,50 @@ def test_a_call_the_project_cannot_resolve_grafts_nothing(tmp_path: Path, callee
     context = context_of(project, tmp_path / "train.py")
     call = context.module.body[-1].body[0].value  # type: ignore[attr-defined]
     assert project.graft(context, call) is None
+
+
+TRAINER = """
+from transformers import Trainer
+
+
+def train(model, data):
+    Trainer(model=model, train_dataset=data).train()
+"""
+
+
+def test_calls_from_other_modules_bring_the_argument_each_caller_passes(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "trainer.py": TRAINER,
+            "main.py": """
+                from trainer import train
+
+
+                def main(data):
+                    net = load()
+                    train(net, data)
+
+
+                train(other, data)
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "trainer.py")
+    function = context.module.body[1]
+    assert isinstance(function, cst.FunctionDef)
+    param = function.params.params[0]
+    [call] = project.calls_from_other_modules(context, function, param)
+    # The call in `main()`, not the one at the top level (top-level code is not summarised).
+    assert cst.Module([]).code_for_node(call) == "train(net, data)"
+    assert context.foreign_position(call.args[0].value) == ("main.py", 7, 11)
+    assert context.position(call).start.line == context.position(param).start.line
+    assert str(tmp_path / "main.py") in project.used
+
+
+def test_a_function_no_other_module_calls_has_no_foreign_calls(tmp_path: Path) -> None:
+    project = build(tmp_path, {"trainer.py": TRAINER, "main.py": "import trainer\n"})
+    context = context_of(project, tmp_path / "trainer.py")
+    function = context.module.body[1]
+    assert isinstance(function, cst.FunctionDef)
+    assert project.calls_from_other_modules(context, function, function) == []

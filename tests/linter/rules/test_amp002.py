@@ -704,3 +704,24 @@ def test_a_component_replaced_before_it_is_taken_is_not_the_pipelines() -> None:
     setup = 'pipe.unet = UNet2DConditionModel.from_pretrained("ckpt", subfolder="unet")'
     source = _COMPONENT.format(setup=setup, part="net", component="unet")
     assert lines(source) == []
+
+
+@pytest.mark.parametrize("model", ["MODEL", '"google/flan-t5-large"'])
+def test_a_trainer_given_a_checkpoint_name_is_named_by_it_not_none(model: str) -> None:
+    source = f"""\
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+MODEL = "google/flan-t5-large"
+
+
+def main(data):
+    args = Seq2SeqTrainingArguments("out", fp16=True)
+    Seq2SeqTrainer(model={model}, args=args, train_dataset=data).train()
+"""
+    [(line, _column, message)] = run_rule(Fp16AmpWithBf16Checkpoint, source)
+    assert line == 7
+    assert "`None`" not in message
+    assert message.startswith(
+        "`fp16=True` applies fp16 to the checkpoint `google/flan-t5-large`, which is a FLAN-T5 "
+        "checkpoint pretrained in bfloat16"
+    )

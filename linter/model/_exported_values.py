@@ -1,0 +1,327 @@
+"""AMP values a module holds where other modules reach them, and what a module imports of them.
+
+A module's summary lists (`value_records`): its globals bound to a GradScaler, to an autocast
+context (``autocast_ctx = torch.autocast("cuda", dtype=torch.bfloat16)``) or to an autocast
+factory (``amp = functools.partial(torch.autocast, "cuda", dtype=torch.float16)``, entered as
+``with amp():``); the ``self.`` attributes a class's methods bind to those
+(``self.scaler = GradScaler()`` in a trainer base class); and the precision engines its
+functions return or its classes keep (``build_engine()`` returning ``deepspeed.initialize(...)``
+with a bf16 config dict). Each is evaluated in the module that builds it — an autocast's dtype
+under that module's own imports and constants — and kept as plain data.
+
+The module being linted asks (`ImportedValues`) through the project's import resolution and
+class hierarchy, never by reading the other file: ``from utils import scaler``, ``from .amp
+import autocast_ctx as ctx``, ``self.scaler`` in a subclass of a class of another module. A name
+rebound in the module that exports it (no longer a constant), an attribute bound to something
+else as well, or an engine whose setting is in a config file is not exported: unknown stays
+unknown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from linter.model._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
+from linter.model._bf16_origins import keyword
+from linter.model._bound_contexts import unpartial
+from linter.model._dotted_names import ImportAliases, dotted_name
+from linter.model._module_index import ModuleIndex
+from linter.model._scaler_receivers import scaler_receivers
+
+if TYPE_CHECKING:
+    from linter._rule import ModuleContext
+    from linter.model._precision_engines import PrecisionEngine
+
+#: `ValueRecord.kind`: a GradScaler.
+SCALER = "scaler"
+#: ...an autocast context, entered as ``with x:``.
+AUTOCAST = "autocast"
+#: ...a callable that builds one, entered as ``with x():`` (a ``partial``).
+AUTOCAST_FACTORY = "autocast-factory"
+#: ...an engine that manages precision itself (DeepSpeed, accelerate, Lightning).
+ENGINE = "engine"
+
+#: Text without which a module builds no engine whose setting it spells (the engine search
+#: reads config references: not worth it for every summarised file).
+_ENGINE_TEXT = re.compile(r"deepspeed\.initialize|Accelerator\s*\(|precision\s*=")
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRecord:
+    """One AMP value of a module that other modules may reach."""
+
+    #: Where it is held: ``scaler`` (a module global), ``Trainer.self.scaler`` (an attribute
+    #: the methods of class ``Trainer`` bind), ``build_engine()`` (what a function returns).
+    holder: str
+    #: `SCALER`, `AUTOCAST`, `AUTOCAST_FACTORY` or `ENGINE`.
+    kind: str
+    #: Line of the binding in its module.
+    line: int
+    #: An autocast's dtype (``fp16``/``bf16``; ``""`` when its module does not say, or when an
+    #: ``enabled=`` argument switches it); an engine's framework.
+    dtype: str = ""
+    #: An engine's precision and where its setting is (``"bf16.enabled": true in the config
+    #: dict on line 9``); whether it scales the loss itself.
+    precision: str = ""
+    source: str = ""
+    scales: bool = False
+    #: A DeepSpeed engine whose config turns on its ``torch_autocast`` mode.
+    torch_autocast: bool = False
+
+
+def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecord]:
+    """The values of one module that other modules may reach (see the module docstring)."""
+    aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+    receivers = scaler_receivers(index)
+    autocasts: ModuleAutocasts | None = None
+    found: dict[str, ValueRecord | None] = {}
+    for assign in index.nodes(cst.Assign):
+        holder = _holder(index, assign)
+        if holder is None:
+            continue
+        line = context.line_and_column(assign.value)[0] if isinstance(assign.value, cst.Call) else 0
+        record = None
+        if receivers.is_scaler_value(assign.value):
+            record = ValueRecord(holder, SCALER, line)
+        elif isinstance(assign.value, cst.Call) and "autocast" in aliases.qualify(
+            _callee_text(assign.value)
+        ):
+            autocasts = autocasts or ModuleAutocasts(index, aliases)
+            record = _autocast(holder, assign.value, line, autocasts, aliases)
+        # A holder bound twice to different things holds neither for certain.
+        found[holder] = record if found.get(holder, record) == record else None
+    records = [record for record in found.values() if record is not None]
+    if _ENGINE_TEXT.search(context.source) is not None:
+        records += _engines(context, index)
+    return records
+
+
+def _holder(index: ModuleIndex, assign: cst.Assign) -> str | None:
+    """``name`` for a module-level ``name = ...``; ``C.self.x`` for ``self.x = ...`` in a
+    method of module-level class ``C``; None otherwise (a tuple, a local, a nested class)."""
+    if len(assign.targets) != 1:
+        return None
+    name = dotted_name(assign.targets[0].target)
+    if name is None:
+        return None
+    function = index.enclosing_function(assign)
+    if function is None:
+        return name if "." not in name and index.enclosing_class(assign) is None else None
+    cls = index.enclosing_class(assign)
+    if cls is None or not name.startswith("self.") or name.count(".") != 1:
+        return None
+    if any(isinstance(a, cst.ClassDef | cst.FunctionDef) for a in index.ancestors(cls)):
+        return None
+    return f"{cls.name.value}.{name}"
+
+
+def _callee_text(call: cst.Call) -> str:
+    """The callee, or for ``partial(f, ...)`` the wrapped ``f``, as dotted text."""
+    inner = unpartial(call)
+    return dotted_name((inner or call).func) or ""
+
+
+def _autocast(
+    holder: str, call: cst.Call, line: int, autocasts: ModuleAutocasts, aliases: ImportAliases
+) -> ValueRecord | None:
+    """An autocast (or a factory of one) bound as one call, its dtype evaluated here; an
+    ``enabled=`` switch leaves the dtype unknown (whether it is on is the caller's run)."""
+    kind = AUTOCAST
+    inner = unpartial(call)
+    if inner is not None:
+        call, kind = inner, AUTOCAST_FACTORY
+    name = dotted_name(call.func)
+    if name is None or aliases.qualify(name) not in AUTOCAST_SIGNATURES:
+        return None
+    evaluated = autocasts.evaluate(call)
+    enabled = keyword(call, "enabled")
+    switched = enabled is not None and not (
+        isinstance(enabled.value, cst.Name) and enabled.value.value == "True"
+    )
+    dtype = "" if evaluated is None or switched or evaluated.dtype is None else evaluated.dtype
+    return ValueRecord(holder, kind, line, dtype)
+
+
+def _engines(context: ModuleContext, index: ModuleIndex) -> Iterator[ValueRecord]:
+    """Engines whose setting is in this module (not in a config file), held where another
+    module reaches them: returned by a function, kept in ``self.``, or a module global."""
+    from linter.model._precision_engines import precision_engines
+    from linter.model._summary import qualified_name
+
+    returns: dict[cst.FunctionDef, list[cst.Return]] = {}
+    for statement in index.nodes(cst.Return):
+        owner = index.enclosing_function(statement)
+        if owner is not None:
+            returns.setdefault(owner, []).append(statement)
+    for engine in precision_engines(context):
+        if engine.config_path is not None:
+            continue
+        line = context.line_and_column(engine.node)[0]
+        for name in _held_as(index, engine):
+            yield _engine_record(name, line, engine)
+        function = index.enclosing_function(engine.node)
+        qualname = qualified_name(index, function) if function is not None else None
+        if function is None or qualname is None:
+            continue
+        for statement in returns.get(function, []):
+            value = statement.value
+            if isinstance(value, cst.Tuple) and value.elements:
+                value = value.elements[0].value
+            if isinstance(value, cst.Subscript):
+                value = value.value  # `return deepspeed.initialize(...)[0]`
+            if value is engine.node or (value is not None and dotted_name(value) in engine.names):
+                yield _engine_record(f"{qualname}()", line, engine)
+                break
+
+
+def _held_as(index: ModuleIndex, engine: PrecisionEngine) -> Iterator[str]:
+    """``C.self.accelerator`` / ``accelerator`` for the names an engine is bound to."""
+    parent = index.parent.get(engine.node)
+    if isinstance(parent, cst.Subscript):
+        parent = index.parent.get(parent)
+    if not isinstance(parent, cst.Assign):
+        return
+    names = set(engine.names)
+    if not names and len(parent.targets) == 1:
+        names = {dotted_name(parent.targets[0].target) or ""}
+    function = index.enclosing_function(engine.node)
+    cls = index.enclosing_class(engine.node)
+    for name in sorted(names):
+        if function is None and name and "." not in name and cls is None:
+            yield name
+        elif cls is not None and name.startswith("self.") and name.count(".") == 1:
+            yield f"{cls.name.value}.{name}"
+
+
+def _engine_record(holder: str, line: int, engine: PrecisionEngine) -> ValueRecord:
+    return ValueRecord(
+        holder,
+        ENGINE,
+        line,
+        engine.framework,
+        engine.precision,
+        engine.source,
+        engine.scales,
+        engine.torch_autocast,
+    )
+
+
+class ImportedValues:
+    """What the module being linted reaches of other modules' values (see the module
+    docstring); empty when it is linted without its project."""
+
+    def __init__(self, index: ModuleIndex) -> None:
+        self._index = index
+        context = index.context
+        self._project = context.project if context is not None else None
+        self._path = os.path.abspath(context.path) if context is not None else ""
+        self._bases: dict[cst.ClassDef, list[tuple[str, str]]] = {}
+
+    def of_name(self, name: str) -> tuple[ValueRecord, str] | None:
+        """The value a name imported from another module holds (``scaler`` of ``from utils
+        import scaler``, ``utils.scaler``), with that module's display path."""
+        project = self._project
+        if project is None or name.startswith("self."):
+            return None
+        found = project.resolve(self._path, name)
+        if not (isinstance(found, tuple) and len(found) == 4 and found[0] == "constant"):
+            return None
+        if found[1] == self._path:
+            return None
+        return self._record(found[1], found[2])
+
+    def of_attribute(self, name: str, at: cst.CSTNode) -> tuple[ValueRecord, str] | None:
+        """The value ``self.x`` holds in the class around ``at`` when a base class of another
+        module binds it (and this class does not)."""
+        project = self._project
+        cls = self._index.enclosing_class(at)
+        if project is None or cls is None or not name.startswith("self.") or name.count(".") > 1:
+            return None
+        if self._binds(cls, name):
+            return None  # the class sets it itself: its own binding decides
+        if cls not in self._bases:
+            self._bases[cls] = project.bases(self._path, cls.name.value)
+        for path, base in self._bases[cls]:
+            if path == self._path:
+                continue
+            found = self._record(path, f"{base}.{name}")
+            if found is not None:
+                return found
+        return None
+
+    def inherited(self, cls: cst.ClassDef) -> list[tuple[ValueRecord, str]]:
+        """The ``self.`` values base classes of other modules bind for ``cls`` (nearest base
+        first), those ``cls`` does not bind itself."""
+        project = self._project
+        if project is None:
+            return []
+        if cls not in self._bases:
+            self._bases[cls] = project.bases(self._path, cls.name.value)
+        found = []
+        for path, base in self._bases[cls]:
+            summary = project.summary(path) if path != self._path else None
+            for record in summary.values if summary is not None else ():
+                owner, _, attribute = record.holder.partition(".self.")
+                if owner == base and attribute and not self._binds(cls, f"self.{attribute}"):
+                    found.append((record, project.display(path)))
+        return found
+
+    def _binds(self, cls: cst.ClassDef, name: str) -> bool:
+        return any(
+            self._index.enclosing_class(assign) is cls
+            and any(dotted_name(t.target) == name for t in assign.targets)
+            for assign in self._index.nodes(cst.Assign)
+        )
+
+    def of_call(self, call: cst.Call) -> tuple[ValueRecord, str] | None:
+        """The value a call of a function of another module returns (``build_engine(...)``)."""
+        project = self._project
+        name = dotted_name(call.func)
+        if project is None or name is None or name.startswith("self."):
+            return None
+        found = project.resolve(self._path, name)
+        qualname = getattr(found, "qualname", None)
+        path = getattr(found, "path", None)
+        if qualname is None or path is None or path == self._path:
+            return None
+        return self._record(path, f"{qualname}()")
+
+    def _record(self, path: str, holder: str) -> tuple[ValueRecord, str] | None:
+        assert self._project is not None
+        summary = self._project.summary(path)
+        if summary is None:
+            return None
+        record = next((r for r in summary.values if r.holder == holder), None)
+        return (record, self._project.display(path)) if record is not None else None
+
+
+def imported_values(index: ModuleIndex) -> ImportedValues:
+    """The module's `ImportedValues`, built once and shared by every rule that asks."""
+    return index.shared(ImportedValues, lambda: ImportedValues(index))
+
+
+def imported_autocast(
+    index: ModuleIndex, entered: cst.BaseExpression, at: cst.CSTNode
+) -> tuple[ValueRecord, str] | None:
+    """The autocast of another module that ``with <entered>:`` (at ``at``) enters: ``with
+    ctx:`` on an imported (or inherited ``self.``) autocast context, ``with amp():`` on a
+    factory."""
+    called = isinstance(entered, cst.Call)
+    if isinstance(entered, cst.Call):
+        if entered.args:
+            return None
+        entered = entered.func
+    name = dotted_name(entered)
+    if name is None or index.context is None or index.context.project is None:
+        return None
+    values = imported_values(index)
+    found = values.of_attribute(name, at) if name.startswith("self.") else values.of_name(name)
+    if found is None or found[0].kind != (AUTOCAST_FACTORY if called else AUTOCAST):
+        return None
+    return found
