@@ -348,10 +348,13 @@ class Fp16Sites:
                 enabled = SwitchOn(requires, f"when `{code}` is true") if requires else None
             if scaler is None or enabled is None:
                 continue
-            if bf16_autocast is None:
-                bf16_autocast = self._bf16_autocast_functions()
-            if self.index.enclosing_function(call) in bf16_autocast:
-                continue  # bf16 compute: the scaler is redundant, not harmful
+            if self.origins.target == BF16:
+                if bf16_autocast is None:
+                    bf16_autocast = self._bf16_autocast_functions()
+                # A bf16 model under bf16 compute: the scaler is redundant (AMP010's case), not
+                # harmful. fp16 parameters (AMP008) raise at `unscale_` whatever autocast runs.
+                if self.index.enclosing_function(call) in bf16_autocast:
+                    continue
             found = self._model_behind_scaler(scaler)
             if found is not None:
                 model, origin, through = found

@@ -64,8 +64,8 @@ class GradScalerWithFp16Params(Rule):
     - a frozen fp16 model (`requires_grad_(False)`, a teacher, a VAE, a text encoder) or one
       no optimizer trains;
     - a GradScaler created with `enabled=False`, one enabled by a runtime flag the cast does
-      not hang on (`if args.half: model.half()` beside `enabled=args.amp`), a GradScaler
-      next to bf16 autocast, Lightning `precision="16-true"` (no scaler);
+      not hang on (`if args.half: model.half()` beside `enabled=args.amp`), Lightning
+      `precision="16-true"` (no scaler);
     - a cast in a branch exclusive with the scaler (`if args.fp16: ... else: ...`), a cast after
       training (`model.half()` to export or evaluate), a cast in another method that is not the
       setup (`__init__`, `setup`, `configure_optimizers`, a builder that returns the model);
@@ -76,6 +76,11 @@ class GradScalerWithFp16Params(Rule):
     --mixed_precision fp16, ..."), and a scaler enabled by the very flag the cast hangs on —
     `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)`, the shape left behind
     when apex's `FP16_Optimizer` is swapped for a GradScaler ("when `args.fp16` is true, ...").
+
+    A GradScaler next to a bf16 autocast is still reported here when it steps an fp16 model:
+    this rule owns that combination, because `unscale_` raises on the fp16 gradients whatever
+    the autocast computes in. AMP010 (a scaler where every autocast is bf16) leaves a file that
+    casts to fp16 to this rule, so the two rules' exclusions never combine into silence.
 
     ## Why is this bad?
     Loss scaling exists to keep fp16 *gradients of fp32 parameters* from underflowing, and the

@@ -47,7 +47,10 @@ class GradScalerWithBf16Autocast(Rule):
       `accelerator.autocast()` or another library's helper, `torch.autocast` passed around
       uncalled; autocasts switched off with `enabled=False` do not count;
     - a file that asks for fp16 another way (`torch.float16`, `.half()`, `fp16=...`,
-      `"16-mixed"`): the scaler may be for that path.
+      `"16-mixed"`): the scaler may be for that path. A model cast to fp16 that the scaler
+      steps is AMP008's finding, not a silence: its fp16 gradients make `unscale_` raise
+      whatever the autocast computes in, so AMP008 owns a `.half()` model under a GradScaler
+      next to bf16 autocast.
 
     ## Why is this bad?
     Loss scaling exists for fp16, whose narrow exponent range (down to about 6e-8) flushes small
