@@ -52,7 +52,12 @@ class GetScaleEveryStep(Rule):
     error path of a non-finite check (`if torch.isnan(grad_norm):` — it
     runs on the rare overflow steps only), a read that runs once (`if step == 0:`, before or
     after the loop, in a loop over epochs, in `train()` beside the loop that steps the scaler,
-    `on_train_epoch_end`), a loop over a collection (`.items()`, `.parameters()`,
+    `on_train_epoch_end`), a read cached on the first call — under a test that the value is
+    still unset whose body stores it (`if self._scale is None: self._scale = ...`,
+    `if not hasattr(self, "base"):`, a first-pass flag set in the body), after an early
+    `return` while it is cached, or in a `functools.cache`/`lru_cache` function — unless
+    something unsets it again every step (`self._scale = None` in a per-step hook), a loop
+    over a collection (`.items()`, `.parameters()`,
     `param_groups`), and HF's `on_log` (it runs every `logging_steps`). A gradient-accumulation
     guard (`(i + 1) % accum_steps == 0`) and configuration flags (`if args.amp:`,
     `if scaler is not None:`) still run every step. How a modulo guard is told apart: a name in
