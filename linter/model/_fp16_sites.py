@@ -30,6 +30,7 @@ from linter.model._bf16_origins import (
 )
 from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dtype_choices import DtypeChoice, argument_options, dtype_choices
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
 from linter.model._module_index import ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, path_facts
@@ -177,6 +178,7 @@ class Fp16Sites:
             self.paths,
             extra_families,
             target,
+            choices=dtype_choices(self.index),
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
         self.calls: list[cst.Call] = self.index.nodes(cst.Call)
@@ -265,6 +267,17 @@ class Fp16Sites:
             return FP16 if isinstance(device.value, cst.Name | cst.Attribute) else None
         return FP16 if device_name == "cuda" else None
 
+    def _fp16_run(self, call: cst.Call) -> DtypeChoice | None:
+        """The run on which an autocast computes in fp16: every run for a static fp16 dtype,
+        else the default or first choice of the flag that picks a run-time dtype."""
+        dtype = self._autocast_dtype(call)
+        if dtype == FP16:
+            return DtypeChoice(FP16, None, frozenset())
+        if dtype is not None or keyword(call, "dtype") is None:
+            return None
+        options = argument_options(self.index, call)
+        return options.first(FP16) if options is not None else None
+
     def _autocast_call(self, item: cst.BaseExpression, with_node: cst.CSTNode) -> cst.Call | None:
         """The autocast a ``with`` item enters: the call itself, or a name bound to one in the
         same function (``autocast_ctx = torch.autocast(device.type)``)."""
@@ -288,7 +301,8 @@ class Fp16Sites:
         for with_node in self.index.nodes(cst.With):
             for item in with_node.items:
                 call = self._autocast_call(item.item, with_node)
-                if call is None or self._autocast_dtype(call) != FP16:
+                run = self._fp16_run(call) if call is not None else None
+                if call is None or run is None:
                     continue
                 enabled = self._enabled(call)
                 if enabled is None:
@@ -304,8 +318,8 @@ class Fp16Sites:
                     what,
                     "use `dtype=torch.bfloat16` and drop the GradScaler",
                     *found,
-                    enabled.when,
-                    enabled.facts,
+                    run.when or enabled.when,
+                    enabled.facts | run.facts,
                 )
 
     def _model_run_in(self, body: cst.CSTNode) -> tuple[str, Bf16Origin] | None:

@@ -398,7 +398,7 @@ def main(cfg):
     def _trains_fp16(analysis: Fp16Sites, trainables: Fp32Trainables, site: Fp16Site) -> bool:
         """The optimizer behind ``site`` steps the fp16 parameters of ``site.model``."""
         origin = site.origin.node
-        if not site.requires <= analysis.paths.conditions(origin):
+        if not site.requires <= analysis.paths.conditions(origin) | site.origin.facts:
             return False  # a runtime flag enables the scaler; the cast does not hang on it
         # Only a bf16 checkpoint name gives a None model, and this rule tracks fp16 origins.
         if site.model is not None and trainables.why_fp32(site.model, origin) is not None:
@@ -448,7 +448,9 @@ def _message(context: ModuleContext, site: Fp16Site) -> str:
     origin = site.origin
     line = context.position(site.node).start.line
     model = f"`{site.model}`" if site.model != "the model" else "the model"
-    when = f"{site.when}, " if site.when is not None else ""
+    # A flag that picks the cast dtype says which runs more plainly than the scaler's switch.
+    condition = origin.when or site.when
+    when = f"{condition}, " if condition is not None else ""
     scaler = (
         "a GradScaler" if site.what.startswith("GradScaler") else f"the GradScaler of {site.what}"
     )

@@ -13,6 +13,7 @@ from linter.model._bf16_origins import BF16, keyword, positional
 from linter.model._config_dtypes import ConfigDtype, ConfigDtypes
 from linter.model._config_references import config_references
 from linter.model._dotted_names import ImportAliases
+from linter.model._dtype_choices import runs_choosing
 from linter.model._fp16_requests import asks_for_fp16
 from linter.model._module_index import ModuleIndex, module_index, walk
 from linter.model._path_facts import path_facts
@@ -271,12 +272,18 @@ class LitModel(L.LightningModule):
         module_autocasts = ModuleAutocasts(index, aliases)
         autocasts = [a for a in module_autocasts.sites if not a.disabled]
         from_configs = _config_bf16(context, index, aliases, autocasts)
-        if not autocasts or any(a.dtype != BF16 and a not in from_configs for a in autocasts):
+        others = [a for a in autocasts if a.dtype != BF16 and a not in from_configs]
+        if not autocasts or any(a.dtype is not None for a in others):
             return
-        if module_autocasts.uncalled():
+        unknown = [a.node for a in others if isinstance(a.node, cst.Call)]
+        flags = runs_choosing(index, unknown, BF16) if len(unknown) == len(others) else None
+        if flags is None or module_autocasts.uncalled():
             return
-        ruled_out = {n for found in from_configs.values() for e in found.evaluated for n in walk(e)}
-        if asks_for_fp16(index, aliases, ruled_out):
+        run, decided = flags
+        when = f"{run.when}, " if run is not None else ""
+        chosen = ("by a flag, bf16 by default" if run is None else "by a flag") if unknown else None
+        evaluated = (*decided, *(e for found in from_configs.values() for e in found.evaluated))
+        if asks_for_fp16(index, aliases, {n for e in evaluated for n in walk(e)}):
             return
         paths = path_facts(index)
         related = tuple((a.node, "bf16 autocast") for a in autocasts)
@@ -284,7 +291,8 @@ class LitModel(L.LightningModule):
         for call in scalers:
             if for_another_precision(index, aliases, paths, call):
                 continue
-            yield Finding(call, _message(context, call, autocasts, from_configs), related=related)
+            message = _message(context, call, autocasts, from_configs, chosen)
+            yield Finding(call, when + message, related=related)
 
 
 def _config_bf16(
@@ -327,6 +335,7 @@ def _message(
     call: cst.Call,
     autocasts: list[Autocast],
     from_configs: dict[Autocast, ConfigDtype],
+    chosen: str | None,
 ) -> str:
     code = context.module.code_for_node(call)
     if len(code) > 60:
@@ -336,6 +345,8 @@ def _message(
     if from_configs:
         keys = sorted({f"`{read.key}`" for v in from_configs.values() for read in v.reads})
         where += f"; the dtype comes from {', '.join(keys)} and every shipped config picks bf16"
+    elif chosen is not None:
+        where += f"; the dtype is chosen {chosen}"
     return (
         f"`{code}` scales the loss, but every autocast in this file runs in bf16 ({where}): "
         "bf16 has fp32's exponent range and needs no loss scaling, so the scaler only adds work "
