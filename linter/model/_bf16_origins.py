@@ -24,7 +24,10 @@ from linter.model._bf16_families import Bf16Family, bf16_family
 from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex
-from linter.model._path_facts import PathFacts
+from linter.model._path_facts import Fact, PathFacts
+
+if TYPE_CHECKING:
+    from linter.model._dtype_choices import DtypeChoices
 
 if TYPE_CHECKING:
     from linter.model._project import ForeignSite
@@ -133,6 +136,11 @@ class Bf16Origin:
     family: Bf16Family | None = None
     #: ``loaded`` (a bf16 dtype at load), ``cast`` (``.to(torch.bfloat16)``) or ``family``.
     kind: str = "loaded"
+    #: For a dtype a flag picks (``.to(ptdtype)``): which runs, e.g. ``when run with --dtype
+    #: float16``; None for every run.
+    when: str | None = None
+    #: What holds on those runs (``args.dtype == "float16"``).
+    facts: frozenset[Fact] = frozenset()
 
 
 def string_value(node: cst.BaseExpression | None) -> str | None:
@@ -166,6 +174,11 @@ def _environment_default(node: cst.BaseExpression) -> cst.BaseExpression | None:
     if default is None or not isinstance(default.value, cst.SimpleString):
         return None
     return default.value
+
+
+def dtype_named(text: str) -> str | None:
+    """``bf16``/``fp16``/``fp32``/``auto`` for a dtype's name (``"bfloat16"``, ``"fp16"``)."""
+    return _DTYPE_STRINGS.get(text.lower())
 
 
 def literal_dtype(node: cst.BaseExpression, aliases: ImportAliases) -> str | None:
@@ -370,9 +383,13 @@ class Bf16Origins:
         paths: PathFacts | None = None,
         extra_families: tuple[Bf16Family, ...] = (),
         target: str = BF16,
+        choices: DtypeChoices | None = None,
     ) -> None:
         #: The dtype whose origins are tracked: BF16 (AMP002) or FP16 (AMP008).
         self.target = target
+        #: Run-time dtypes picked by a flag; casts to them are origins for FP16 only (for
+        #: BF16, the same flag often picks the fp16 site, and one run cannot be both).
+        self._choices = choices
         self._index = index
         self._aliases = aliases
         self._constants = constants
@@ -483,6 +500,9 @@ class Bf16Origins:
                     return self._cast_origin(node, _CAST_METHODS[method])
                 if method == "to":
                     cast = self.cast_dtype(node)
+                    flagged = self._flag_cast(node) if cast is None else None
+                    if flagged is not None:
+                        return flagged
                     if cast in (BF16, FP16):
                         # A cast to the other half type is no origin (for AMP002 it is the
                         # fp16 site; the result is fp16 already).
@@ -522,6 +542,20 @@ class Bf16Origins:
             # unless the component itself is bound here (`pipe.transformer = <fp32 model>`).
             return self.of_name(root, at)
         return found
+
+    def _flag_cast(self, node: cst.Call) -> Bf16Origin | None:
+        """``.to(ptdtype)`` where a flag's default (every run) or one of its choices (the runs
+        that pick it) is the tracked dtype."""
+        if self._choices is None or self.target != FP16:
+            return None
+        arguments = [a for a in node.args if a.keyword is None or a.keyword.value == "dtype"]
+        for argument in arguments:
+            options = self._choices.of(argument.value)
+            run = options.first(FP16) if options is not None else None
+            if run is not None:
+                description = f"cast to {DTYPE_WORDS[FP16]}"
+                return Bf16Origin(node, description, kind="cast", when=run.when, facts=run.facts)
+        return None
 
     def _cast_origin(self, node: cst.Call, dtype: str) -> Bf16Origin | None:
         if dtype != self.target:

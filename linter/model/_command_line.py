@@ -27,6 +27,8 @@ class Setting:
     default: cst.BaseExpression | None
     #: The allowed string values, when the declaration lists them.
     choices: tuple[str, ...] | None
+    #: The ``add_argument(...)`` call or the field that declares it.
+    declaration: cst.CSTNode | None = None
 
 
 def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
@@ -83,7 +85,7 @@ class DeclaredSettings:
                 elif action.evaluated_value == "store_false":
                     default = cst.Name("True")
             choices = _choices(_keyword(call, "choices"))
-            found.setdefault(dest, []).append(Setting(flag, default, choices))
+            found.setdefault(dest, []).append(Setting(flag, default, choices, call))
         for node in index.nodes(cst.AnnAssign):
             if index.enclosing_function(node) is not None:
                 continue
@@ -98,7 +100,7 @@ class DeclaredSettings:
                 "dataclasses.field",
             ):
                 value = _keyword(value, "default")
-            found.setdefault(name, []).append(Setting(name, value, None))
+            found.setdefault(name, []).append(Setting(name, value, None, node))
         #: attribute name -> its one declaration.
         self.settings: dict[str, Setting] = {}
         for name, settings in found.items():

@@ -31,6 +31,7 @@ from linter.model._bf16_origins import (
 from linter.model._bound_contexts import BoundContext, bound_contexts
 from linter.model._command_line import DeclaredSettings
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dtype_choices import DtypeChoice, argument_options, dtype_choices
 from linter.model._exported_values import imported_autocast
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
 from linter.model._module_index import ModuleIndex, descendants, module_index
@@ -181,6 +182,7 @@ class Fp16Sites:
             self.paths,
             extra_families,
             target,
+            choices=dtype_choices(self.index),
         )
         self.switches = Fp16Switches(self.index, settings, self.paths.facts)
         self.calls: list[cst.Call] = self.index.nodes(cst.Call)
@@ -280,13 +282,25 @@ class Fp16Sites:
             if self.qualified(bound.call.func) in AUTOCAST
         ]
 
+    def _fp16_run(self, call: cst.Call) -> DtypeChoice | None:
+        """The run on which an autocast computes in fp16: every run for a static fp16 dtype,
+        else the default or first choice of the flag that picks a run-time dtype."""
+        dtype = self._autocast_dtype(call)
+        if dtype == FP16:
+            return DtypeChoice(FP16, None, frozenset())
+        if dtype is not None or keyword(call, "dtype") is None:
+            return None
+        options = argument_options(self.index, call)
+        return options.first(FP16) if options is not None else None
+
     def _autocasts(self) -> Iterator[Fp16Site]:
         for with_node in self.index.nodes(cst.With):
             for item in with_node.items:
                 yield from self._imported_autocast(item, with_node)
                 for entered in self._entered(item):
                     call = entered.call
-                    if self._autocast_dtype(call) != FP16:
+                    run = self._fp16_run(call)
+                    if run is None:
                         continue
                     enabled = self._enabled(call)
                     if enabled is None:
@@ -302,8 +316,8 @@ class Fp16Sites:
                         what,
                         "use `dtype=torch.bfloat16` and drop the GradScaler",
                         *found,
-                        enabled.when,
-                        enabled.facts | entered.facts,
+                        run.when or enabled.when,
+                        enabled.facts | entered.facts | run.facts,
                     )
 
     def _imported_autocast(self, item: cst.WithItem, with_node: cst.With) -> Iterator[Fp16Site]:
@@ -359,10 +373,13 @@ class Fp16Sites:
                 enabled = SwitchOn(requires, f"when `{code}` is true") if requires else None
             if scaler is None or enabled is None:
                 continue
-            if bf16_autocast is None:
-                bf16_autocast = self._bf16_autocast_functions()
-            if self.index.enclosing_function(call) in bf16_autocast:
-                continue  # bf16 compute: the scaler is redundant, not harmful
+            if self.origins.target == BF16:
+                if bf16_autocast is None:
+                    bf16_autocast = self._bf16_autocast_functions()
+                # A bf16 model under bf16 compute: the scaler is redundant (AMP010's case), not
+                # harmful. fp16 parameters (AMP008) raise at `unscale_` whatever autocast runs.
+                if self.index.enclosing_function(call) in bf16_autocast:
+                    continue
             found = self._model_behind_scaler(scaler)
             if found is not None:
                 model, origin, through = found

@@ -38,6 +38,10 @@ Guards change the answer only when they make the code periodic or one-off:
   return``): when this module defines it, only if it returns a periodic or one-off test; when it
   is inherited from elsewhere, its period is unknown and the rest is not counted per step.
 
+- A read cached on the first call (`linter.model._run_once`: ``if self._scale is None:
+  self._scale = ...``, an early ``return`` while cached, a ``functools.cache`` function) runs
+  once, unless an assignment that unsets the cache again itself runs every step.
+
 Only the guarded call matters: ``scale = scaler.get_scale()`` followed by
 ``if step % 100 == 0: print(scale)`` still reads every step.
 """
@@ -53,8 +57,9 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._bindings import bindings
-from linter.model._dotted_names import dotted_name, last_part
+from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants
+from linter.model._run_once import Memo, is_cached, memo_exit, memo_guard
 from linter.model._tree import children
 
 #: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
@@ -455,6 +460,9 @@ class PerStepAnalysis:
         self._cache: dict[cst.CSTNode, str | None] = {}
         #: block -> (statement -> its rank, rank of the first exit guard or None).
         self._exit_guards: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], int | None]] = {}
+        self._aliases: ImportAliases | None = None
+        #: Memo guards and exits already judged: does the code they guard run once?
+        self._once: dict[cst.If, bool] = {}
 
     def reason(self, node: cst.CSTNode) -> str | None:
         """Why ``node`` runs every step, in words for a message; None when it does not."""
@@ -463,6 +471,8 @@ class PerStepAnalysis:
     def function_reason(self, function: cst.FunctionDef) -> str | None:
         """Why ``function`` runs every step from within this module (a hook, a per-step caller
         here), or None; callers in other modules are the project's to add."""
+        if self._cached(function):
+            return None
         hook = self._hook(function)
         if hook is not None:
             return hook
@@ -503,10 +513,13 @@ class PerStepAnalysis:
         child = node
         for ancestor in self._index.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):
-                return not self._steps_in_nested_loop(ancestor, node)
+                return not self._cached(ancestor) and not self._steps_in_nested_loop(ancestor, node)
             if isinstance(ancestor, cst.Lambda | cst.ClassDef | cst.For | cst.While):
                 return False
-            if isinstance(ancestor, cst.If) and self.guard(ancestor.test) is not None:
+            if isinstance(ancestor, cst.If) and (
+                self.guard(ancestor.test) is not None
+                or (child is ancestor.body and self._memo_once(ancestor))
+            ):
                 return False
             if isinstance(ancestor, cst.IndentedBlock) and self._guarded_by_exit(ancestor, child):
                 return False
@@ -534,6 +547,8 @@ class PerStepAnalysis:
                     in_body = child is ancestor.body
                     if in_body == guard.fires_when_true and (in_body or child is ancestor.orelse):
                         return None
+                if child is ancestor.body and self._memo_once(ancestor):
+                    return None
             elif isinstance(ancestor, cst.IndentedBlock | cst.Module) and self._guarded_by_exit(
                 ancestor, child
             ):
@@ -550,7 +565,9 @@ class PerStepAnalysis:
             if is_epoch_loop(loop) or self._steps_in_nested_loop(loop, node):
                 return None
             return f"inside the loop at line {self._line(loop)}"
-        if function is None or self._steps_in_nested_loop(function, node):
+        if function is None or self._cached(function):
+            return None
+        if self._steps_in_nested_loop(function, node):
             return None
         hook = self._hook(function)
         if hook is not None:
@@ -631,7 +648,9 @@ class PerStepAnalysis:
                 (
                     rank
                     for rank, statement in enumerate(block.body)
-                    if _is_exit_guard(statement) or self._is_predicate_gate(statement)
+                    if _is_exit_guard(statement)
+                    or self._is_predicate_gate(statement)
+                    or self._is_memo_exit(statement, tuple(block.body[rank + 1 :]))
                 ),
                 None,
             )
@@ -639,6 +658,39 @@ class PerStepAnalysis:
         positions, first = self._exit_guards[block]
         rank = positions.get(child)
         return first is not None and rank is not None and first < rank
+
+    def _cached(self, function: cst.FunctionDef) -> bool:
+        """``@functools.cache`` and kin: the body runs once per distinct argument."""
+        if not function.decorators:
+            return False
+        if self._aliases is None:
+            index = self._index
+            self._aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        return is_cached(function, self._aliases)
+
+    def _memo_once(self, statement: cst.If) -> bool:
+        """``if self._scale is None: self._scale = ...``: the body runs on the first pass only."""
+        if statement not in self._once:
+            self._once[statement] = False  # a reset judged while judging this guard: not once
+            self._once[statement] = self._kept(memo_guard(self._index, statement))
+        return self._once[statement]
+
+    def _is_memo_exit(self, statement: cst.CSTNode, rest: tuple[cst.CSTNode, ...]) -> bool:
+        """``if self._scale is not None: return self._scale`` before the statements that set it:
+        they run until the value is cached."""
+        if not (isinstance(statement, cst.If) and exits(statement.body)):
+            return False
+        if statement not in self._once:
+            self._once[statement] = False
+            self._once[statement] = self._kept(memo_exit(self._index, statement, rest))
+        return self._once[statement]
+
+    def _kept(self, memo: Memo | None) -> bool:
+        """A cached value that nothing unsets on every step (a reset in ``__init__`` or before
+        the loop only initialises it)."""
+        return memo is not None and not any(
+            self._reason(reset, 0, frozenset()) is not None for reset in memo.resets
+        )
 
     def _is_predicate_gate(self, statement: cst.CSTNode) -> bool:
         """``if not self.should_update_logs(state): return``: an early exit on a predicate

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._dotted_names import dotted_name
-from linter.model._module_index import ModuleIndex, module_index
+from linter.model._module_index import module_index
 from linter.model._per_step import PerStepAnalysis
+from linter.model._scale_reads import ScaleRead, scale_reads, skip_detections
 from linter.model._scaler_receivers import ScalerReceivers, scaler_receivers
 
 #: Text every spelling of a read matches; files without it are not walked at all.
@@ -20,73 +20,6 @@ _MAYBE_A_READ = re.compile(
     r"get_scale\s*\(\s*\)|_scale\s*\.\s*(?:item|tolist)\s*\(|"
     r"float\s*\([\w.\s]*_scale\s*\)|state_dict\s*\(\s*\)\s*\[\s*[\"']scale[\"']"
 )
-
-#: Methods that turn the ``_scale`` tensor into a Python number (a device-to-host copy).
-_TO_HOST_METHODS = frozenset({"item", "tolist"})
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleRead:
-    """One place that copies the loss scale to the host."""
-
-    #: The node reported (the call or subscript that syncs).
-    node: cst.CSTNode
-    #: The scaler expression, e.g. ``self.scaler``.
-    receiver: str
-
-
-def _no_args(call: cst.Call) -> bool:
-    return not call.args
-
-
-def _no_space(whitespace: cst.BaseParenthesizableWhitespace) -> bool:
-    return isinstance(whitespace, cst.SimpleWhitespace) and not whitespace.value
-
-
-def _scale_tensor_owner(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``R`` of ``R._scale``, spelled without spaces around the dot (so the file says ``._scale``,
-    the trigger that lets the engine skip the many files that only mention ``x_scale``)."""
-    if (
-        isinstance(node, cst.Attribute)
-        and node.attr.value == "_scale"
-        and _no_space(node.dot.whitespace_before)
-        and _no_space(node.dot.whitespace_after)
-    ):
-        return node.value
-    return None
-
-
-def _reads(index: ModuleIndex, receivers: ScalerReceivers) -> Iterator[ScaleRead]:
-    for call in index.nodes(cst.Call):
-        func = call.func
-        if isinstance(func, cst.Attribute):
-            if func.attr.value == "get_scale" and _no_args(call):
-                if receivers.looks_like(func.value):
-                    yield ScaleRead(call, dotted_name(func.value) or "")
-            elif func.attr.value in _TO_HOST_METHODS and _no_args(call):
-                owner = _scale_tensor_owner(func.value)
-                if owner is not None and receivers.proves(owner):
-                    yield ScaleRead(call, dotted_name(owner) or "")
-        elif isinstance(func, cst.Name) and func.value == "float" and len(call.args) == 1:
-            owner = _scale_tensor_owner(call.args[0].value)
-            if owner is not None and receivers.proves(owner):
-                yield ScaleRead(call, dotted_name(owner) or "")
-    for subscript in index.nodes(cst.Subscript):
-        value = subscript.value
-        elements = subscript.slice
-        if not (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value == "state_dict"
-            and not value.args
-            and receivers.proves(value.func.value)
-            and len(elements) == 1
-            and isinstance(elements[0].slice, cst.Index)
-            and isinstance(elements[0].slice.value, cst.SimpleString)
-            and elements[0].slice.value.evaluated_value == "scale"
-        ):
-            continue
-        yield ScaleRead(subscript, dotted_name(value.func.value) or "")
 
 
 class GetScaleEveryStep(Rule):
@@ -119,7 +52,12 @@ class GetScaleEveryStep(Rule):
     error path of a non-finite check (`if torch.isnan(grad_norm):` — it
     runs on the rare overflow steps only), a read that runs once (`if step == 0:`, before or
     after the loop, in a loop over epochs, in `train()` beside the loop that steps the scaler,
-    `on_train_epoch_end`), a loop over a collection (`.items()`, `.parameters()`,
+    `on_train_epoch_end`), a read cached on the first call — under a test that the value is
+    still unset whose body stores it (`if self._scale is None: self._scale = ...`,
+    `if not hasattr(self, "base"):`, a first-pass flag set in the body), after an early
+    `return` while it is cached, or in a `functools.cache`/`lru_cache` function — unless
+    something unsets it again every step (`self._scale = None` in a per-step hook), a loop
+    over a collection (`.items()`, `.parameters()`,
     `param_groups`), and HF's `on_log` (it runs every `logging_steps`). A gradient-accumulation
     guard (`(i + 1) % accum_steps == 0`) and configuration flags (`if args.amp:`,
     `if scaler is not None:`) still run every step. How a modulo guard is told apart: a name in
@@ -310,14 +248,13 @@ for step, (x, y) in enumerate(loader):
             return
         index = module_index(context)
         receivers = scaler_receivers(index)
-        reads = list(_reads(index, receivers))
+        reads = scale_reads(index, receivers)
         if not reads:
             return
-
         is_scaler_call = receivers.is_scaler_method_call
         analysis = PerStepAnalysis(context, index, is_scaler_call)
-        skip_checks = _skip_detections(index, reads, is_scaler_call)
-        for read in sorted(reads, key=lambda r: index.order[r.node]):
+        skip_checks = skip_detections(index, reads, is_scaler_call)
+        for read in reads:
             why = analysis.reason(read.node)
             if why is None:
                 continue
@@ -367,52 +304,3 @@ def _peek_scale_fix(node: cst.CSTNode, receivers: ScalerReceivers) -> NodeFix | 
         return None
     rename = ((node.func.attr, cst.Name("peek_scale")),)
     return NodeFix("use the non-blocking `peek_scale()` (may lag a step)", rename, UNSAFE)
-
-
-def _skip_detections(
-    index: ModuleIndex,
-    reads: list[ScaleRead],
-    is_scaler_call: Callable[[cst.CSTNode, frozenset[str]], bool],
-) -> set[cst.CSTNode]:
-    """Reads that bracket a ``<scaler>.update()``/``step()`` in the same function."""
-    order = index.order
-    methods = frozenset({"update", "step"})
-    found: set[cst.CSTNode] = set()
-    updates = [c for c in index.nodes(cst.Call) if is_scaler_call(c, methods)]
-    for update in updates:
-        scope = index.enclosing_function(update)
-        receiver = dotted_name(update.func.value)  # type: ignore[attr-defined]  # is_scaler_call matches attribute calls only
-        same = [
-            r for r in reads if r.receiver == receiver and index.enclosing_function(r.node) is scope
-        ]
-        before = [r for r in same if order[r.node] < order[update]]
-        after = [r for r in same if order[r.node] > order[update]]
-        if before and after and any(_compared(index, r.node) for r in before + after):
-            found.update(r.node for r in before + after)
-    return found
-
-
-def _compared(index: ModuleIndex, read: cst.CSTNode) -> bool:
-    """The value read is compared: in a comparison itself, or through the name it is bound to
-    (``before = scaler.get_scale()`` ... ``if scaler.get_scale() < before``)."""
-    bound: str | None = None
-    for ancestor in index.ancestors(read):
-        if isinstance(ancestor, cst.Comparison):
-            return True
-        if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1:
-            bound = dotted_name(ancestor.targets[0].target)
-            break
-        if isinstance(ancestor, cst.BaseSmallStatement | cst.BaseCompoundStatement):
-            break
-    if bound is None:
-        return False
-    scope = index.enclosing_function(read)
-    stack: list[cst.CSTNode] = [scope if scope is not None else index.module]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Comparison):
-            parts = (node.left, *(t.comparator for t in node.comparisons))
-            if any(dotted_name(part) == bound for part in parts):
-                return True
-        stack.extend(node.children)
-    return False

@@ -64,8 +64,8 @@ class GradScalerWithFp16Params(Rule):
     - a frozen fp16 model (`requires_grad_(False)`, a teacher, a VAE, a text encoder) or one
       no optimizer trains;
     - a GradScaler created with `enabled=False`, one enabled by a runtime flag the cast does
-      not hang on (`if args.half: model.half()` beside `enabled=args.amp`), a GradScaler
-      next to bf16 autocast, Lightning `precision="16-true"` (no scaler);
+      not hang on (`if args.half: model.half()` beside `enabled=args.amp`), Lightning
+      `precision="16-true"` (no scaler);
     - a cast in a branch exclusive with the scaler (`if args.fp16: ... else: ...`), a cast after
       training (`model.half()` to export or evaluate), a cast in another method that is not the
       setup (`__init__`, `setup`, `configure_optimizers`, a builder that returns the model);
@@ -76,6 +76,11 @@ class GradScalerWithFp16Params(Rule):
     --mixed_precision fp16, ..."), and a scaler enabled by the very flag the cast hangs on —
     `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)`, the shape left behind
     when apex's `FP16_Optimizer` is swapped for a GradScaler ("when `args.fp16` is true, ...").
+
+    A GradScaler next to a bf16 autocast is still reported here when it steps an fp16 model:
+    this rule owns that combination, because `unscale_` raises on the fp16 gradients whatever
+    the autocast computes in. AMP010 (a scaler where every autocast is bf16) leaves a file that
+    casts to fp16 to this rule, so the two rules' exclusions never combine into silence.
 
     ## Why is this bad?
     Loss scaling exists to keep fp16 *gradients of fp32 parameters* from underflowing, and the
@@ -393,7 +398,7 @@ def main(cfg):
     def _trains_fp16(analysis: Fp16Sites, trainables: Fp32Trainables, site: Fp16Site) -> bool:
         """The optimizer behind ``site`` steps the fp16 parameters of ``site.model``."""
         origin = site.origin.node
-        if not site.requires <= analysis.paths.conditions(origin):
+        if not site.requires <= analysis.paths.conditions(origin) | site.origin.facts:
             return False  # a runtime flag enables the scaler; the cast does not hang on it
         # Only a bf16 checkpoint name gives a None model, and this rule tracks fp16 origins.
         if site.model is not None and trainables.why_fp32(site.model, origin) is not None:
@@ -443,7 +448,9 @@ def _message(context: ModuleContext, site: Fp16Site) -> str:
     origin = site.origin
     line = context.position(site.node).start.line
     model = f"`{site.model}`" if site.model != "the model" else "the model"
-    when = f"{site.when}, " if site.when is not None else ""
+    # A flag that picks the cast dtype says which runs more plainly than the scaler's switch.
+    condition = origin.when or site.when
+    when = f"{condition}, " if condition is not None else ""
     scaler = (
         "a GradScaler" if site.what.startswith("GradScaler") else f"the GradScaler of {site.what}"
     )

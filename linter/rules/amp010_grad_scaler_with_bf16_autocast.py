@@ -3,51 +3,22 @@
 from __future__ import annotations
 
 import os.path
-import re
 from collections.abc import Iterable
 
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._autocasts import Autocast, ModuleAutocasts
-from linter.model._bf16_origins import BF16, keyword, positional, string_value
+from linter.model._bf16_origins import BF16, keyword, positional
 from linter.model._config_dtypes import ConfigDtype, ConfigDtypes
 from linter.model._config_references import config_references
-from linter.model._dotted_names import ImportAliases, dotted_name, words
+from linter.model._dotted_names import ImportAliases
+from linter.model._dtype_choices import runs_choosing
+from linter.model._fp16_requests import asks_for_fp16
 from linter.model._module_index import ModuleIndex, module_index, walk
-from linter.model._path_facts import PathFacts, path_facts
-from linter.model._scaler_receivers import ENABLED_POSITION, scaler_receivers
-
-#: Words in a branch test that say it picks a precision (``if dtype == torch.float16:``,
-#: ``if args.fp16:``, ``if precision == "16-mixed":``): a scaler under it is for that choice.
-PRECISION_WORDS = re.compile(r"fp16|(?<!b)float16|half|dtype|precision|mixed", re.I)
-#: Words of a bf16 switch: a scaler in the arm where it is on is a scaler *for* bf16.
-BF16_WORDS = re.compile(r"bf16|bfloat16", re.I)
-
-#: Words of a switch that turns the scaler on or off by itself (``use_grad_scaler``).
-SCALER_SWITCH_WORDS = re.compile(r"scal", re.I)
-
-#: Strings that ask for fp16 somewhere else in the file (a Trainer, Accelerate, Lightning).
-_FP16_STRINGS = frozenset({"fp16", "float16", "half", "16-mixed", "16-true"})
-_FP16_NAMES = frozenset({"torch.float16", "torch.half"})
-
-#: Scaler methods whose call under a precision test ties the scaler to that precision.
-_USES = frozenset({"scale", "step", "unscale_", "update"})
-
-
-def _picks_other_than_bf16(paths: PathFacts, test: cst.BaseExpression, holds: bool) -> bool:
-    """The arm where ``test`` evaluates to ``holds`` may be a non-bf16 precision: the test is
-    about a dtype/fp16/precision, or it is the off arm of a bf16 switch (``if not args.bf16``,
-    the ``else`` of ``if use_bfloat16``). The on arm of a bf16 switch runs bf16."""
-    said = list(words(test))
-    if any(PRECISION_WORDS.search(word) for word in said):
-        return True
-    if not any(BF16_WORDS.search(word) for word in said):
-        return False
-    return not any(
-        fact.relation == "is" and fact.value is True and BF16_WORDS.search(fact.subject)
-        for fact in paths.facts.of_test(test, holds)
-    )
+from linter.model._path_facts import path_facts
+from linter.model._scaler_precision import for_another_precision
+from linter.model._scaler_receivers import scaler_receivers
 
 
 class GradScalerWithBf16Autocast(Rule):
@@ -77,7 +48,10 @@ class GradScalerWithBf16Autocast(Rule):
       `accelerator.autocast()` or another library's helper, `torch.autocast` passed around
       uncalled; autocasts switched off with `enabled=False` do not count;
     - a file that asks for fp16 another way (`torch.float16`, `.half()`, `fp16=...`,
-      `"16-mixed"`): the scaler may be for that path.
+      `"16-mixed"`): the scaler may be for that path. A model cast to fp16 that the scaler
+      steps is AMP008's finding, not a silence: its fp16 gradients make `unscale_` raise
+      whatever the autocast computes in, so AMP008 owns a `.half()` model under a GradScaler
+      next to bf16 autocast.
 
     ## Why is this bad?
     Loss scaling exists for fp16, whose narrow exponent range (down to about 6e-8) flushes small
@@ -298,20 +272,27 @@ class LitModel(L.LightningModule):
         module_autocasts = ModuleAutocasts(index, aliases)
         autocasts = [a for a in module_autocasts.sites if not a.disabled]
         from_configs = _config_bf16(context, index, aliases, autocasts)
-        if not autocasts or any(a.dtype != BF16 and a not in from_configs for a in autocasts):
+        others = [a for a in autocasts if a.dtype != BF16 and a not in from_configs]
+        if not autocasts or any(a.dtype is not None for a in others):
             return
-        if module_autocasts.uncalled():
+        unknown = [a.node for a in others if isinstance(a.node, cst.Call)]
+        flags = runs_choosing(index, unknown, BF16) if len(unknown) == len(others) else None
+        if flags is None or module_autocasts.uncalled():
             return
-        ruled_out = {n for found in from_configs.values() for e in found.evaluated for n in walk(e)}
-        if _asks_for_fp16(index, aliases, ruled_out):
+        run, decided = flags
+        when = f"{run.when}, " if run is not None else ""
+        chosen = ("by a flag, bf16 by default" if run is None else "by a flag") if unknown else None
+        evaluated = (*decided, *(e for found in from_configs.values() for e in found.evaluated))
+        if asks_for_fp16(index, aliases, {n for e in evaluated for n in walk(e)}):
             return
         paths = path_facts(index)
         related = tuple((a.node, "bf16 autocast") for a in autocasts)
         related += tuple(_config_related(context, from_configs))
         for call in scalers:
-            if _conditional(index, aliases, paths, call):
+            if for_another_precision(index, aliases, paths, call):
                 continue
-            yield Finding(call, _message(context, call, autocasts, from_configs), related=related)
+            message = _message(context, call, autocasts, from_configs, chosen)
+            yield Finding(call, when + message, related=related)
 
 
 def _config_bf16(
@@ -354,6 +335,7 @@ def _message(
     call: cst.Call,
     autocasts: list[Autocast],
     from_configs: dict[Autocast, ConfigDtype],
+    chosen: str | None,
 ) -> str:
     code = context.module.code_for_node(call)
     if len(code) > 60:
@@ -363,106 +345,11 @@ def _message(
     if from_configs:
         keys = sorted({f"`{read.key}`" for v in from_configs.values() for read in v.reads})
         where += f"; the dtype comes from {', '.join(keys)} and every shipped config picks bf16"
+    elif chosen is not None:
+        where += f"; the dtype is chosen {chosen}"
     return (
         f"`{code}` scales the loss, but every autocast in this file runs in bf16 ({where}): "
         "bf16 has fp32's exponent range and needs no loss scaling, so the scaler only adds work "
         "— and, with a non-fused optimizer, a host-device sync in every `scaler.step()`; drop "
         "it (`loss.backward()`, `optimizer.step()`) or enable it only for fp16"
     )
-
-
-def _conditional(
-    index: ModuleIndex, aliases: ImportAliases, paths: PathFacts, call: cst.Call
-) -> bool:
-    """The scaler is off, or on only for a precision choice (its ``enabled=``, the branch it is
-    created in, or the branch it is used in)."""
-    if any(arg.star for arg in call.args):
-        return True
-    name = dotted_name(call.func) or ""
-    position = ENABLED_POSITION.get(aliases.qualify(name))
-    enabled = keyword(call, "enabled") or (
-        positional(call, position) if position is not None else None
-    )
-    if enabled is not None and _switched_separately(paths, enabled.value):
-        return True
-    if _under_precision_choice(index, paths, call):
-        return True
-    bound = _bound_name(index, call)
-    if bound is None:
-        return False
-    return any(
-        _under_precision_choice(index, paths, use)
-        for use in index.nodes(cst.Call)
-        if isinstance(use.func, cst.Attribute)
-        and use.func.attr.value in _USES
-        and dotted_name(use.func.value) == bound
-    )
-
-
-def _switched_separately(paths: PathFacts, enabled: cst.BaseExpression) -> bool:
-    """``enabled=`` that may be off while the bf16 autocasts run: a precision choice
-    (``dtype == "float16"``, ``args.fp16``, ``not bf16``) or a switch of its own
-    (``use_grad_scaler``). A plain AMP switch (``enabled=args.amp``, as the autocasts have) or
-    a bf16 one (``enabled=use_bf16``) is on exactly when the autocasts run in bf16."""
-    if isinstance(enabled, cst.Name) and enabled.value in ("True", "False"):
-        return enabled.value == "False"
-    if any(SCALER_SWITCH_WORDS.search(word) for word in words(enabled)):
-        return True
-    return _picks_other_than_bf16(paths, enabled, True)
-
-
-def _under_precision_choice(index: ModuleIndex, paths: PathFacts, node: cst.CSTNode) -> bool:
-    for statement, arm in paths.arms(node):
-        if _picks_other_than_bf16(paths, statement.test, arm is statement.body):
-            return True
-    child = node
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.IfExp) and child is not ancestor.test:
-            if _picks_other_than_bf16(paths, ancestor.test, child is ancestor.body):
-                return True
-        elif isinstance(ancestor, cst.BooleanOperation):
-            other = ancestor.left if child is ancestor.right else ancestor.right
-            if _picks_other_than_bf16(paths, other, isinstance(ancestor.operator, cst.And)):
-                return True
-        elif isinstance(ancestor, cst.BaseStatement | cst.BaseSmallStatement):
-            return False
-        child = ancestor
-    return False
-
-
-def _bound_name(index: ModuleIndex, call: cst.Call) -> str | None:
-    for ancestor in index.ancestors(call):
-        if isinstance(ancestor, cst.Assign) and len(ancestor.targets) == 1:
-            return dotted_name(ancestor.targets[0].target)
-        if isinstance(ancestor, cst.BaseStatement | cst.BaseSmallStatement):
-            return None
-    return None
-
-
-def _asks_for_fp16(index: ModuleIndex, aliases: ImportAliases, ruled_out: set[cst.CSTNode]) -> bool:
-    """fp16 requested another way: ``torch.float16``, ``.half()``, ``fp16=...``, ``"16-mixed"``
-    (``ruled_out``: the alternatives of a dtype that every shipped config decides)."""
-    for call in index.nodes(cst.Call):
-        if call in ruled_out:
-            continue
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "half" and not call.args:
-            return True
-        fp16 = keyword(call, "fp16")
-        if fp16 is not None and not (
-            isinstance(fp16.value, cst.Name) and fp16.value.value == "False"
-        ):
-            return True
-        for arg in call.args:
-            if string_value(arg.value) in _FP16_STRINGS:
-                return True
-    for node in walk(index.module):
-        if node in ruled_out:
-            continue
-        if isinstance(node, cst.Attribute | cst.Name):
-            name = dotted_name(node)
-            if name is not None and aliases.qualify(name) in _FP16_NAMES:
-                return True
-        elif isinstance(node, cst.SimpleString) and string_value(node) in _FP16_STRINGS:
-            return True
-    return False

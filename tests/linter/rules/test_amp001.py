@@ -595,3 +595,83 @@ def test_a_configuration_predicate_defined_here_gates_nothing() -> None:
     predicate = "\n    def active(self, state):\n        return self.scaler.is_enabled()\n"
     source = _PREDICATE_HOOK.format(base="TrainerCallback", predicate=predicate, method="active")
     assert lines(source) == [15]
+
+
+CACHED_HOOK = """\
+import torch
+from transformers import TrainerCallback
+
+amp = torch.amp.GradScaler("cuda")
+
+
+class Drift(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        {guard}
+            {store} = amp.get_scale()
+        {after}
+"""
+
+
+@pytest.mark.parametrize(
+    ("guard", "store"),
+    [
+        ("if self.q is None:", "self.q"),
+        ('if not hasattr(self, "zz"):', "self.zz"),
+        ('if getattr(state, "seen", None) is None:', "state.seen"),
+    ],
+)
+def test_a_read_cached_on_the_first_call_is_not_per_step_whatever_the_names(
+    guard: str, store: str
+) -> None:
+    assert lines(CACHED_HOOK.format(guard=guard, store=store, after="pass")) == []
+
+
+def test_a_cache_emptied_again_every_step_reads_every_step() -> None:
+    source = CACHED_HOOK.format(guard="if self.q is None:", store="self.q", after="self.q = None")
+    assert lines(source) == [10]
+
+
+def test_a_read_inside_a_cached_function_called_every_step_is_not_per_step() -> None:
+    source = """\
+        from functools import cache as remember
+
+        import torch
+
+        amp = torch.amp.GradScaler("cuda")
+
+
+        @remember
+        def starting_scale():
+            return amp.get_scale()
+
+
+        def current_scale():
+            return amp.get_scale()
+
+
+        for batch in loader:
+            amp.scale(model(batch)).backward()
+            amp.step(optimizer)
+            amp.update()
+            print(starting_scale(), current_scale())
+        """
+    assert lines(source) == [14]
+
+
+def test_a_first_pass_flag_of_the_loop_runs_the_read_once() -> None:
+    source = """\
+        import torch
+
+        amp = torch.amp.GradScaler("cuda")
+        reported = False
+        for batch in loader:
+            amp.scale(model(batch)).backward()
+            amp.step(optimizer)
+            amp.update()
+            if not reported:
+                print("first scale", amp.get_scale())
+                reported = True
+            if not verbose:
+                print(amp.get_scale())
+        """
+    assert lines(source) == [13]

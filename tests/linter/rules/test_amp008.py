@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rule_runner import run_rule, run_rule_related
 
-from linter.rules import GradScalerWithFp16Params
+from linter.rules import GradScalerWithBf16Autocast, GradScalerWithFp16Params
 
 
 def findings(source: str) -> list[tuple[int, int, str]]:
@@ -246,11 +246,33 @@ def test_disabled_or_runtime_enabled_scalers_are_not_reported(scaler: str) -> No
     assert lines(source) == []
 
 
-def test_a_scaler_beside_bf16_autocast_is_left_to_other_rules() -> None:
+def test_a_half_model_under_a_scaler_beside_bf16_autocast_is_this_rules_finding() -> None:
+    # AMP010 stays silent on a file with `.half()`; this rule owns the combination, because
+    # `unscale_` raises on the fp16 gradients whatever dtype the autocast computes in.
     source = SCALER_LOOP.format(setup="model = Net().half()").replace(
         "dtype=torch.float16", "dtype=torch.bfloat16"
     )
-    assert lines(source) == []
+    assert lines(source) == [4]
+    assert run_rule(GradScalerWithBf16Autocast, textwrap.dedent(source)) == []
+
+
+def test_a_renamed_fp16_backbone_beside_bf16_autocast_in_one_function_is_reported() -> None:
+    source = """\
+        from torch.amp import GradScaler, autocast
+
+
+        def fit(cfg, batches):
+            net = Backbone(cfg).cuda().to(torch.float16)
+            opt = torch.optim.SGD(net.parameters(), lr=cfg.lr)
+            amp_scaler = GradScaler("cuda")
+            for images, targets in batches:
+                with autocast("cuda", dtype=torch.bfloat16):
+                    loss = criterion(net(images), targets)
+                amp_scaler.scale(loss).backward()
+                amp_scaler.step(opt)
+                amp_scaler.update()
+        """
+    assert lines(source) == [5]
 
 
 def test_a_cast_in_an_export_method_is_not_what_the_train_step_trains() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rule_runner import run_rule, run_rule_related
 
-from linter.rules import GradScalerWithBf16Autocast
+from linter.rules import GradScalerWithBf16Autocast, GradScalerWithFp16Params
 
 
 def lines(source: str) -> list[int]:
@@ -372,3 +372,14 @@ def test_one_shipped_fp16_option_keeps_the_scaler(tmp_path: Path) -> None:
 
 def test_a_config_dtype_without_a_readable_config_is_unknown() -> None:
     assert lines(HYDRA_TRAIN) == []
+
+
+def test_a_half_model_the_scaler_steps_beside_bf16_autocast_is_left_to_amp008() -> None:
+    """The two rules' exclusions must not combine into silence: AMP008 owns this shape."""
+    source = (
+        "import torch\nmodel = Net().cuda().half()\n"
+        "optimizer = torch.optim.AdamW(model.parameters())\n"
+        + program('torch.autocast("cuda", dtype=torch.bfloat16)').removeprefix("import torch\n")
+    )
+    assert lines(source) == []
+    assert [line for line, _c, _m in run_rule(GradScalerWithFp16Params, source)] == [2]
