@@ -458,6 +458,7 @@ class PerStepAnalysis:
         self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
         self._instances: dict[str, cst.ClassDef | str] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
+        self._flags: frozenset[str] | None = None
         #: block -> (statement -> its rank, rank of the first exit guard or None).
         self._exit_guards: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], int | None]] = {}
         self._aliases: ImportAliases | None = None
@@ -499,7 +500,7 @@ class PerStepAnalysis:
         positive = True
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             positive, test = not positive, test.expression
-        if not isinstance(test, cst.Name):
+        if not isinstance(test, cst.Name) or test.value not in self._guard_flags():
             return None
         bound = bindings(self._index).visible(test)
         if len(bound) != 1 or not isinstance(bound[0], cst.Assign) or len(bound[0].targets) != 1:
@@ -508,6 +509,18 @@ class PerStepAnalysis:
         if flag is None:
             return None
         return Guard(flag.kind, flag.fires_when_true == positive)
+
+    def _guard_flags(self) -> frozenset[str]:
+        """Names some assignment of the module binds to a guard test: only a test of one of
+        these needs the scope pass (`bindings`), which costs more than the rest of a summary."""
+        if self._flags is None:
+            self._flags = frozenset(
+                target.target.value
+                for assign in self._index.nodes(cst.Assign)
+                for target in assign.targets
+                if isinstance(target.target, cst.Name) and classify_guard(assign.value) is not None
+            )
+        return self._flags
 
     def _inherits(self, node: cst.CSTNode) -> bool:
         child = node
