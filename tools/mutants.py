@@ -445,6 +445,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         "                for report in reversed(reports)\n",
         ("tests/linter/test_report.py::test_text_is_one_sorted_line_per_finding",),
     ),
+    Mutation(
+        "AMP011 takes a scaler key a save assigns for a restore (the program generator found it)",
+        "linter/model/_checkpoints.py",
+        "if isinstance(node, cst.Subscript) and node not in written:",
+        "if isinstance(node, cst.Subscript):",
+        (
+            "tests/linter/model/test_checkpoints.py::"
+            "test_a_scaler_key_assigned_for_a_save_restores_nothing",
+            "tests/linter/rules/test_corpus.py::test_corpus_file_reports_exactly_the_marked_lines"
+            "[amp011_pos_resume_beside_built_up_save]",
+        ),
+    ),
+    Mutation(
+        "AMP015 takes a SkipAwareScheduler for a skip flag (the program generator found it)",
+        "linter/model/_lr_schedulers.py",
+        "            self.self_holding.update(targets)\n"
+        '            return  # a scheduler, though its class says "Skip": no flag\n'
+        "        if qualified and SCHEDULER_CONSTRUCTOR.search(qualified):\n"
+        "            self.constructed.update(targets)\n"
+        "            return\n",
+        "            self.self_holding.update(targets)\n"
+        "        elif qualified and SCHEDULER_CONSTRUCTOR.search(qualified):\n"
+        "            self.constructed.update(targets)\n",
+        (
+            "tests/linter/model/test_lr_schedulers.py::"
+            "test_a_wrapped_scheduler_is_no_skip_flag_for_the_schedulers_after_it",
+            "tests/linter/rules/test_corpus.py::test_corpus_file_reports_exactly_the_marked_lines"
+            "[amp015_pos_one_of_two_schedulers_wrapped]",
+        ),
+    ),
 )
 
 
