@@ -75,12 +75,12 @@ def test_a_conditional_on_the_flag_picks_an_arm_per_value() -> None:
 
 def test_nanogpts_key_is_bf16_on_gpus_with_bf16_and_fp16_on_the_others() -> None:
     options = _options(
-        """\
-        import torch
-        dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
-        ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-        use(ptdtype)
-        """
+        "import torch\n"
+        'dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported()'
+        ' else "float16"\n'
+        'ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16,'
+        ' "float16": torch.float16}[dtype]\n'
+        "use(ptdtype)\n"
     )
     assert _runs(options) == [("bf16", None), ("fp16", "on a GPU without bf16 support")]
 
