@@ -131,12 +131,9 @@ class DtypeChoices:
     ) -> list[DtypeChoice]:
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             return []
-        entries: dict[str, cst.BaseExpression] = {}
-        for element in table.elements:
-            name = string_value(element.key) if isinstance(element, cst.DictElement) else None
-            if name is None:
-                return []
-            entries[name] = element.value
+        entries = _string_table(table)
+        if entries is None:
+            return []
         keys = self._keys(node.slice[0].slice.value, evaluated, depth)
         evaluated.append(table)
         found = []
@@ -191,6 +188,8 @@ class DtypeChoices:
             return [_Key(literal, None, frozenset())]
         if isinstance(node, cst.IfExp):
             return self._gpu_keys(node, evaluated)
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
+            return self._renamed_keys(node, node.value, evaluated, depth)
         setting = self._settings.of(node)
         if setting is None:
             return []
@@ -208,6 +207,25 @@ class DtypeChoices:
         if keys and setting.declaration is not None:
             evaluated.append(setting.declaration)
         return keys
+
+    def _renamed_keys(
+        self, node: cst.Subscript, table: cst.Dict, evaluated: list[cst.CSTNode], depth: int
+    ) -> list[_Key]:
+        """``{"bf16": "bfloat16", ...}[args.dtype]``: each key's value through a table of names."""
+        entries = _string_table(table)
+        if (
+            entries is None
+            or len(node.slice) != 1
+            or not isinstance(node.slice[0].slice, cst.Index)
+        ):
+            return []
+        keys = self._keys(node.slice[0].slice.value, evaluated, depth + 1)
+        evaluated.append(table)
+        return [
+            _Key(string_value(entries[key.value]) or "", key.when, key.facts)
+            for key in keys
+            if key.value in entries
+        ]
 
     def _gpu_keys(self, node: cst.IfExp, evaluated: list[cst.CSTNode]) -> list[_Key]:
         """``"bfloat16" if torch.cuda.is_bf16_supported() else "float16"``."""
@@ -233,6 +251,17 @@ class DtypeChoices:
             _Key(with_bf16, None, frozenset()),  # type: ignore[arg-type]  # None is ruled out above
             _Key(without, ON_GPUS_WITHOUT_BF16, frozenset()),  # type: ignore[arg-type]  # None is ruled out above
         ]
+
+
+def _string_table(table: cst.Dict) -> dict[str, cst.BaseExpression] | None:
+    """A dict literal keyed by strings, as key -> value expression; None for any other key."""
+    entries: dict[str, cst.BaseExpression] = {}
+    for element in table.elements:
+        name = string_value(element.key) if isinstance(element, cst.DictElement) else None
+        if name is None:
+            return None
+        entries[name] = element.value
+    return entries
 
 
 def dtype_choices(index: ModuleIndex) -> DtypeChoices:

@@ -68,7 +68,10 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     `"fp16"` feeding `Accelerator(mixed_precision=args.mixed_precision)`, or
     `fp16=not torch.cuda.is_bf16_supported()` — and its message then starts with the
     condition: "when run with --mixed_precision fp16, ...", "on a GPU without bf16 support,
-    ...". Any other runtime switch (`fp16=args.fp16` behind a `store_true` flag,
+    ...". An autocast whose dtype a flag picks (`dtype=ptdtype` from a `--precision` table or
+    conditional, `getattr(torch, args.dtype)`) is fp16 on every run when the flag's `default`
+    is fp16, and on the runs that ask for it when fp16 is one of its `choices` ("when run with
+    --precision fp16, ..."). Any other runtime switch (`fp16=args.fp16` behind a `store_true` flag,
     `enabled=use_amp`) is not reported: the script may only ever run with it off.
 
     ### The finding

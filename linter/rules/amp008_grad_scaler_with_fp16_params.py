@@ -76,6 +76,11 @@ class GradScalerWithFp16Params(Rule):
     --mixed_precision fp16, ..."), and a scaler enabled by the very flag the cast hangs on —
     `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)`, the shape left behind
     when apex's `FP16_Optimizer` is swapped for a GradScaler ("when `args.fp16` is true, ...").
+    A cast to a dtype a flag picks — `model.to(dtype=ptdtype)` with nanoGPT's
+    `ptdtype = {...}[args.dtype]`, a conditional on the flag, the flag itself — is an fp16 cast
+    on every run when the flag's `default` is fp16, and on the runs that ask for it when fp16 is
+    only among its `choices` ("when run with --dtype float16, ..."); a scaler enabled by the
+    same flag (`enabled=(args.dtype == "float16")`) is on exactly on those runs.
 
     A GradScaler next to a bf16 autocast is still reported here when it steps an fp16 model:
     this rule owns that combination, because `unscale_` raises on the fp16 gradients whatever

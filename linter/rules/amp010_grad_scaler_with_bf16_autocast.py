@@ -32,6 +32,13 @@ class GradScalerWithBf16Autocast(Rule):
     default). The dtype may be spelled out or held in a name that every binding in the file binds
     to `torch.bfloat16` (`AMP_DTYPE = torch.bfloat16`). The autocasts are related locations.
 
+    A dtype picked by a command-line flag counts too: `dtype=ptdtype` where
+    `ptdtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]` (nanoGPT's
+    table), a conditional on the flag, `getattr(torch, args.dtype)` or the flag itself. A flag
+    whose `default` is bf16 is the plain case (a run with no flags scales needlessly); a flag
+    with bf16 among its `choices` only is reported with the condition first ("when run with
+    --dtype bfloat16, ..."). The flag's other choices are not fp16 requests of their own.
+
     Not reported:
 
     - a scaler that is off, or on only for another precision: `enabled=False`,
@@ -42,8 +49,9 @@ class GradScalerWithBf16Autocast(Rule):
     - a scaler created or used under a branch that picks a precision
       (`if amp_dtype == torch.float16:`, `if args.fp16:`, `scaler = GradScaler() if fp16 else
       None`);
-    - a file with any autocast whose dtype it does not show: a dtype chosen at run time
-      (`dtype=ptdtype`, `dtype=amp_dtype` from a flag), an fp16 or default-fp16 autocast
+    - a file with any autocast whose dtype it does not show: a dtype chosen at run time that
+      no declared flag decides (`dtype=amp_dtype` from a `store_true` switch or a function's
+      parameter), an fp16 or default-fp16 autocast
       (`torch.autocast("cuda")`, `torch.cuda.amp.autocast()`), a device type held in a variable,
       `accelerator.autocast()` or another library's helper, `torch.autocast` passed around
       uncalled; autocasts switched off with `enabled=False` do not count;
