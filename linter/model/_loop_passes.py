@@ -73,7 +73,7 @@ def mentions(text: str, names: set[str]) -> bool:
 
 def breaks(loop: cst.CSTNode) -> bool:
     """A ``break`` of this loop (not of a nested one): it may run only once."""
-    stack = children(loop.body)  # type: ignore[attr-defined]
+    stack = children(loop.body)  # type: ignore[attr-defined]  # callers pass For or While loops
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Break):
