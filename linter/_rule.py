@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
-from linter.model._tree import children
+from linter.model._tree import walk
 
 if TYPE_CHECKING:
     from linter.model._project import ForeignSite, Project
@@ -100,11 +100,8 @@ class ModuleContext:
 
     def attach(self, root: cst.CSTNode, via: cst.CSTNode, site: ForeignSite) -> None:
         """Record that ``root`` (a grafted function) and its nodes stand for ``site``."""
-        stack = [root]
-        while stack:
-            node = stack.pop()
+        for node in walk(root):
             self.foreign[node] = site
-            stack.extend(children(node))
 
     @property
     def wrapper(self) -> MetadataWrapper:

@@ -20,12 +20,13 @@ library gives no answer, never a guess.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from linter._rule import positions_of
 from linter.model._dotted_names import dotted_name
 from linter.model._imports import ModuleFiles
 from linter.model._module_index import MAX_CALL_DEPTH, module_index
@@ -38,7 +39,7 @@ from linter.model._summary import (
     qualified_name,
     receiver_type,
 )
-from linter.model._tree import children
+from linter.model._tree import walk
 
 if TYPE_CHECKING:
     from linter._rule import ModuleContext
@@ -562,10 +563,8 @@ def _call_on_line(module: cst.Module | None, line: int, callee: str) -> cst.Call
     """The call of ``callee`` starting on ``line`` of ``module`` (the first, if several)."""
     if module is None:
         return None
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    for node in foreign_nodes(module):
+    positions = positions_of(module)
+    for node in walk(module):
         if (
             isinstance(node, cst.Call)
             and dotted_name(node.func) == callee
@@ -573,12 +572,3 @@ def _call_on_line(module: cst.Module | None, line: int, callee: str) -> cst.Call
         ):
             return node
     return None
-
-
-def foreign_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node of a grafted function (for the position map)."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(children(node))
