@@ -25,6 +25,7 @@ from linter._engine import FileReport, Job
 from linter._fix import Edit, Fix
 from linter._rule import Rule
 from linter._version import __version__
+from linter.model._file_facts import content_digest
 
 #: The folder name, next to the pyproject.toml that configures the run.
 CACHE_FOLDER = ".amp_lint_cache"
@@ -78,12 +79,13 @@ class ResultCache:
 
     def key(self, job: Job, data: bytes) -> str | None:
         """The entry name for ``data`` linted by ``job``'s rules."""
-        digest = hashlib.sha256()
-        for part in (self._code, self._rules_fingerprint(job.rules), _kind(job.path)):
-            digest.update(part.encode())
-            digest.update(b"\0")
-        digest.update(data)
-        return digest.hexdigest()
+        return self.key_for(job, content_digest(data))
+
+    def key_for(self, job: Job, digest: str) -> str | None:
+        """The entry name for the bytes whose sha256 is ``digest`` linted by ``job``'s rules
+        (the project's plan knows the digest of an unchanged file without reading it)."""
+        parts = (self._code, self._rules_fingerprint(job.rules), _kind(job.path), digest)
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def load(
         self, key: str, path: str, current: Callable[[str], str] | None = None

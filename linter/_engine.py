@@ -599,6 +599,8 @@ class ReportCache(Protocol):
 
     def key(self, job: Job, data: bytes) -> str | None: ...
 
+    def key_for(self, job: Job, digest: str) -> str | None: ...
+
     def load(
         self, key: str, path: str, current: Callable[[str], str] | None = None
     ) -> FileReport | None: ...
@@ -676,16 +678,27 @@ def _prepare(
 ) -> tuple[FileReport | None, Job | None, str | None]:
     """A finished report (read error, cache hit, nothing to parse), or the job to run with its
     bytes and cache key."""
+    project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
+    absolute = os.path.abspath(job.path)
+    known = project.facts.get(absolute) if project is not None and job.data is None else None
+    if project is not None and known is not None:
+        # What the project's plan read of the file answers without reading it again: a file
+        # with no trigger word that no summary connects to AMP code has nothing to parse; for
+        # the rest, the cache is looked up by the content digest.
+        if not known.wants and absolute not in project.summaries:
+            return FileReport(job.path), None, None
+        key = cache.key_for(job, known.digest) if cache is not None else None
+        hit = _cached(job, cache, key)
+        if hit is not None:
+            return hit, None, None
     try:
         data = job.data if job.data is not None else read_source(job.path)
     except SourceError as error:
         return _failed(job.path, str(error), parsed=False), None, None
     key = cache.key(job, data) if cache is not None else None
-    if cache is not None and key is not None:
-        hit = cache.load(key, job.path, _current(job))
-        rewrites = (job.fix and any(job.fix.applies(d) for d in hit.diagnostics)) if hit else False
-        if hit is not None and not rewrites and not (job.add_noqa and hit.diagnostics):
-            return hit, None, None
+    hit = _cached(job, cache, key)
+    if hit is not None:
+        return hit, None, None
     try:
         document = load_document(job.path, data)
     except SourceError as error:
@@ -693,8 +706,7 @@ def _prepare(
         if cache is not None and key is not None:
             cache.store(key, report)
         return report, None, None
-    project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
-    imported = project.imported_text(os.path.abspath(job.path)) if project is not None else ""
+    imported = project.imported_text(absolute) if project is not None else ""
     text = f"{document.text}\n{imported}" if imported else document.text
     if any(rule.wants(document.text) or (imported and rule.wants(text)) for rule in job.rules):
         return None, replace(job, data=data, on_disk=job.data is None and job.on_disk), key
@@ -702,6 +714,21 @@ def _prepare(
     if cache is not None and key is not None:
         cache.store(key, report)
     return report, None, None
+
+
+def _cached(job: Job, cache: ReportCache | None, key: str | None) -> FileReport | None:
+    """The cached report for ``key``, unless the job would change the file (a fix to apply,
+    a noqa to add)."""
+    if cache is None or key is None:
+        return None
+    hit = cache.load(key, job.path, _current(job))
+    if hit is None:
+        return None
+    if job.fix and any(job.fix.applies(d) for d in hit.diagnostics):
+        return None
+    if job.add_noqa and hit.diagnostics:
+        return None
+    return hit
 
 
 def _available_cpus() -> int:

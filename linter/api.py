@@ -350,7 +350,21 @@ def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
         workers=1,
         linted=[absolute],
         buffers={absolute: data},
+        wants_key=_wants_key(rules),
     )
+
+
+def _wants_key(rules: Sequence[Rule]) -> str:
+    """What decides the pre-filter of ``rules``: their classes and settings (a file's facts
+    say whether it passed the pre-filter of these rules)."""
+    import hashlib
+    import json
+
+    described = sorted(
+        [type(rule).__module__, type(rule).__qualname__, rule.code, repr(rule.settings)]
+        for rule in rules
+    )
+    return hashlib.sha256(json.dumps(described).encode()).hexdigest()
 
 
 def _projects(
@@ -385,7 +399,9 @@ def _projects(
         known = set(files)
         files += [p for p in by_root[root] if p not in known]
         requests.append((root, files, by_root[root]))
-    projects = build_projects(requests, wants, store, workers)
+    projects = build_projects(
+        requests, wants, store, workers, wants_key=_wants_key(rules) if cache_folder else None
+    )
     use_projects(projects)
     root_of = {member: root for root, members in by_root.items() for member in members}
     return {path: root_of[absolute[path]] for path in paths}

@@ -19,6 +19,7 @@ library gives no answer, never a guess.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import libcst as cst
 
 from linter._rule import positions_of
 from linter.model._dotted_names import dotted_name
+from linter.model._file_facts import FileFacts
 from linter.model._imports import ModuleFiles
 from linter.model._module_index import MAX_CALL_DEPTH, module_index
 from linter.model._per_step import GENERIC_METHOD_NAMES
@@ -39,6 +41,7 @@ from linter.model._summary import (
     qualified_name,
     receiver_type,
 )
+from linter.model._summary_store import Summaries
 from linter.model._tree import walk
 
 if TYPE_CHECKING:
@@ -80,12 +83,33 @@ class ForeignSite:
     module: cst.Module
 
 
+def caller_digests(summaries: Mapping[str, ModuleSummary]) -> dict[str, str]:
+    """Callee name -> a hash of every call record of that name in ``summaries``: what a result
+    that asked for the callers of a function (``callers:<name>``) depends on."""
+    digests: dict[str, hashlib._Hash] = {}
+    for path in sorted(summaries):
+        for record in summaries[path].calls:
+            name = record.callee.rpartition(".")[2]
+            digests.setdefault(name, hashlib.sha256()).update(f"{path}|{record}".encode())
+    return {name: digest.hexdigest()[:32] for name, digest in digests.items()}
+
+
 class Project:
     """The summaries of a project's modules and the questions rules ask across them."""
 
-    def __init__(self, files: ModuleFiles, summaries: Mapping[str, ModuleSummary]) -> None:
+    def __init__(
+        self,
+        files: ModuleFiles,
+        summaries: Mapping[str, ModuleSummary],
+        facts: Mapping[str, FileFacts] | None = None,
+        caller_digests: dict[str, str] | None = None,
+    ) -> None:
         self.files = files
-        self.summaries = dict(summaries)
+        #: path -> summary (a mapping that may load them when first asked for).
+        self.summaries = summaries if isinstance(summaries, Summaries) else dict(summaries)
+        #: path -> what the plan knew of each project file (its digest, whether it mentions a
+        #: trigger word): a result cache and the pre-filter answer from it without a read.
+        self.facts: Mapping[str, FileFacts] = facts or {}
         #: Paths of the summaries consulted since `reset_used` (a lint's dependencies).
         self.used: set[str] = set()
         #: path -> (the text `imported_text` gives, the modules it read): asked by the pre-filter
@@ -94,9 +118,10 @@ class Project:
         self._callers: dict[str, list[tuple[str, CallRecord]]] | None = None
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
         self._methods: dict[str, list[FunctionRef]] | None = None
-        self._caller_digests: dict[str, str] | None = None
+        self._caller_digests: dict[str, str] | None = caller_digests
         self._components: dict[str, frozenset[str]] | None = None
         self._parsed: dict[tuple[str, str], cst.Module | None] = {}
+        self._calls_by_line: dict[tuple[str, str], dict[tuple[int, str], cst.Call]] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -387,17 +412,10 @@ class Project:
             return _file_digest(dependency[len("file:") :])
         if dependency.startswith("callers:"):
             if self._caller_digests is None:
-                import hashlib
-
-                digests: dict[str, hashlib._Hash] = {}
-                for path in sorted(self.summaries):
-                    for record in self.summaries[path].calls:
-                        name = record.callee.rpartition(".")[2]
-                        digests.setdefault(name, hashlib.sha256()).update(
-                            f"{path}|{record}".encode()
-                        )
-                self._caller_digests = {n: d.hexdigest()[:32] for n, d in digests.items()}
+                self._caller_digests = caller_digests(self.summaries)
             return self._caller_digests.get(dependency[len("callers:") :], "none")
+        if isinstance(self.summaries, Summaries):
+            return self.summaries.digest(dependency) or "missing"
         summary = self.summaries.get(dependency)
         return summary.digest() if summary is not None else "missing"
 
@@ -458,8 +476,13 @@ class Project:
             if caller_path == path or caller is None:
                 continue
             parsed = self._parsed_function(caller_path, caller.qualname, caller.source)
-            call = _call_on_line(parsed, record.line - caller.line + 1, record.callee)
-            if parsed is None or call is None:
+            if parsed is None:
+                continue
+            calls = self._calls_by_line.get((caller_path, caller.qualname))
+            if calls is None:
+                calls = self._calls_by_line[caller_path, caller.qualname] = _calls_by_line(parsed)
+            call = calls.get((record.line - caller.line + 1, record.callee))
+            if call is None:
                 continue
             root = next(s for s in parsed.body if isinstance(s, cst.FunctionDef))
             site = ForeignSite(via, self.display(caller_path), caller.qualname, caller.line, parsed)
@@ -559,16 +582,14 @@ def _file_digest(path: str) -> str:
         return "missing"
 
 
-def _call_on_line(module: cst.Module | None, line: int, callee: str) -> cst.Call | None:
-    """The call of ``callee`` starting on ``line`` of ``module`` (the first, if several)."""
-    if module is None:
-        return None
+def _calls_by_line(module: cst.Module) -> dict[tuple[int, str], cst.Call]:
+    """(line, callee) -> the first call of that callee starting on that line of ``module``:
+    positions are computed once per parsed function, however many of its calls are asked for."""
     positions = positions_of(module)
+    found: dict[tuple[int, str], cst.Call] = {}
     for node in walk(module):
-        if (
-            isinstance(node, cst.Call)
-            and dotted_name(node.func) == callee
-            and positions[node].start.line == line
-        ):
-            return node
-    return None
+        if isinstance(node, cst.Call):
+            callee = dotted_name(node.func)
+            if callee is not None:
+                found.setdefault((positions[node].start.line, callee), node)
+    return found

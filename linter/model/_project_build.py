@@ -12,21 +12,27 @@ findings for that file.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-import libcst as cst
-
-from linter._atomic_write import WriteError, write_atomically
-from linter._rule import ModuleContext
 from linter._source import SourceError, load_document, read_source
+from linter.model._file_facts import FactsStore, FileFacts, content_digest
 from linter.model._imports import ModuleFiles, find_root
-from linter.model._project import Project
-from linter.model._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary, summarize
+from linter.model._project import Project, caller_digests
+from linter.model._summary import SUMMARY_FORMAT, ModuleSummary
+from linter.model._summary_store import Summaries, SummaryStore, summarise_file
+
+__all__ = [
+    "Summaries",
+    "SummaryStore",
+    "build_project",
+    "build_projects",
+    "roots_of",
+    "scan_imports",
+]
 
 #: ``import a.b as c, d`` / ``from .a import b`` at the start of a line (the textual scan).
 _IMPORT_LINE = re.compile(
@@ -61,63 +67,16 @@ def scan_imports(text: str) -> list[tuple[str, int, tuple[str, ...]]]:
     return found
 
 
-class SummaryStore:
-    """Summaries on disk, keyed by the file's content, path and the linter's code."""
-
-    def __init__(self, folder: str | None, code: str) -> None:
-        self.folder = folder
-        self.code = code
-        self._broken = folder is None
-
-    def key(self, path: str, data: bytes) -> str:
-        digest = hashlib.sha256(f"{self.code}\0{SUMMARY_FORMAT}\0{path}\0".encode())
-        digest.update(data)
-        return digest.hexdigest()
-
-    def _file(self, key: str) -> str:
-        assert self.folder is not None
-        return os.path.join(self.folder, "summaries", key[:2], f"{key}.json")
-
-    def load(self, key: str) -> ModuleSummary | None:
-        if self.folder is None:
-            return None
-        try:
-            with open(self._file(key), "rb") as stream:
-                return ModuleSummary.from_json(json.loads(stream.read()))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
-            return None
-
-    def store(self, key: str, summary: ModuleSummary) -> None:
-        if self._broken:
-            return
-        text = json.dumps(summary.to_json(), separators=(",", ":"))
-        target = self._file(key)
-        try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            write_atomically(target, text.encode(), durable=False)
-        except (OSError, WriteError):
-            self._broken = True
-
-
-def _summarise_one(item: tuple[str, bytes, bool]) -> ModuleSummary:
-    """Parse one file and summarise it; a file that cannot be read or parsed offers nothing."""
-    path, data, has_amp = item
-    try:
-        text = load_document(path, data).text
-        module = cst.parse_module(text)
-        return summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
-    except Exception:  # the file's own lint reports why; its summary is simply empty
-        return empty_summary(path)
-
-
 @dataclass(slots=True)
 class _Planned:
     """A project whose files are read and chosen, waiting for the summaries not in the cache."""
 
     module_files: ModuleFiles
-    summaries: dict[str, ModuleSummary]
+    summaries: Summaries
     todo: list[tuple[str, bytes, bool]]
     keys: dict[str, str]
+    facts: dict[str, FileFacts]
+    facts_store: FactsStore
 
 
 def build_project(
@@ -128,13 +87,16 @@ def build_project(
     workers: int,
     linted: Sequence[str] = (),
     buffers: dict[str, bytes] | None = None,
+    wants_key: str | None = None,
 ) -> Project:
     """The project of ``files`` (absolute paths under ``root``) as the files being ``linted``
     see it: the modules connected to them through imports, in either direction. A file's
     project is its connected part of the import graph, the same whichever of its files a run
     names, so one file alone gets the findings a run over the whole tree gives it.
-    ``buffers`` hold the unsaved text of files an editor has open (read instead of the disk)."""
-    return build_projects([(root, files, linted)], wants, store, workers, buffers)[root]
+    ``buffers`` hold the unsaved text of files an editor has open (read instead of the disk).
+    ``wants_key`` names the rules behind ``wants``: with it, the files' facts are kept for the
+    next run (see `linter.model._file_facts`)."""
+    return build_projects([(root, files, linted)], wants, store, workers, buffers, wants_key)[root]
 
 
 def build_projects(
@@ -143,22 +105,58 @@ def build_projects(
     store: SummaryStore,
     workers: int,
     buffers: dict[str, bytes] | None = None,
+    wants_key: str | None = None,
 ) -> dict[str, Project]:
     """`build_project` for each (root, files, linted), the summaries of all of them made in
     one pool of workers: a tree of many small repositories keeps every worker busy, where one
     pool per project would summarise each small one on a single core."""
+    facts_folder = store.folder if wants_key is not None else None
     planned = {
-        root: _plan(root, files, wants, store, linted, buffers) for root, files, linted in requests
+        root: _plan(
+            root,
+            files,
+            wants,
+            store,
+            linted,
+            buffers,
+            FactsStore(facts_folder, root, f"{store.code}\0{SUMMARY_FORMAT}\0{wants_key}"),
+        )
+        for root, files, linted in requests
     }
     todo = [item for plan in planned.values() for item in plan.todo]
     made = {summary.path: summary for summary in _run(todo, workers)}
     projects = {}
     for root, plan in planned.items():
         for path, _data, _has_amp in plan.todo:
-            plan.summaries[path] = made[path]
-            store.store(plan.keys[path], made[path])
-        projects[root] = Project(plan.module_files, plan.summaries)
+            summary = made[path]
+            store.store(plan.keys[path], summary)
+            if facts_folder is None:
+                plan.summaries.add(path, summary)
+                continue
+            digest = summary.digest()
+            plan.summaries.add(path, summary, digest)
+            plan.facts_store.summarised(path, plan.keys[path], digest)
+        callers = _caller_digests(plan) if facts_folder is not None else None
+        plan.facts_store.save()
+        projects[root] = Project(plan.module_files, plan.summaries, plan.facts, callers)
     return projects
+
+
+def _caller_digests(plan: _Planned) -> dict[str, str]:
+    """The digests of the project's caller queries (`Project.dependency_digest`), from the
+    last run's when no summary changed: the check of a warm run's results loads no summary."""
+    summaries = plan.summaries
+    combined = hashlib.sha256()
+    for path in summaries:
+        combined.update(f"{path}|{summaries.digest(path)}\n".encode())
+    known = plan.facts_store.memo.get("callers")
+    if isinstance(known, list) and len(known) == 2 and known[0] == combined.hexdigest():
+        digests = known[1]
+        if isinstance(digests, dict) and all(isinstance(v, str) for v in digests.values()):
+            return digests
+    digests = caller_digests(summaries)
+    plan.facts_store.memo["callers"] = [combined.hexdigest(), digests]
+    return digests
 
 
 def _plan(
@@ -168,20 +166,31 @@ def _plan(
     store: SummaryStore,
     linted: Sequence[str],
     buffers: dict[str, bytes] | None,
+    facts_store: FactsStore,
 ) -> _Planned:
     module_files = ModuleFiles(root, files)
-    texts: dict[str, tuple[bytes, str]] = {}
-    for path in module_files.files:
-        try:
-            data = buffers[path] if buffers and path in buffers else read_source(path)
-            texts[path] = (data, load_document(path, data).text)
-        except SourceError:
-            continue
-    amp = {path for path, (_, text) in texts.items() if wants(text)}
+    facts: dict[str, FileFacts] = {}
+    read: dict[str, bytes] = {}
+    for path in sorted(module_files.files):
+        buffered = buffers is not None and path in buffers
+        known = None if buffered else facts_store.get(path)
+        if known is None:
+            try:
+                info = None if buffered else os.stat(path)
+                data = buffers[path] if buffers and buffered else read_source(path)
+                text = load_document(path, data).text
+            except (SourceError, OSError):
+                continue
+            known = FileFacts(content_digest(data), wants(text), tuple(scan_imports(text)))
+            if not buffered:
+                facts_store.record(path, known, info)
+            read[path] = data
+        facts[path] = known
+    amp = {path for path, known in facts.items() if known.wants}
     imports: dict[str, set[str]] = {}
-    for path, (_, text) in texts.items():
+    for path, known in facts.items():
         targets = set()
-        for module, level, names in scan_imports(text):
+        for module, level, names in known.imports:
             for name in names or (None,):
                 found = module_files.resolve(path, module, level, name)
                 if found is not None:
@@ -194,17 +203,30 @@ def _plan(
         elif targets & amp:
             chosen.add(path)
     chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
-    plan = _Planned(module_files, {}, [], {})
+    plan = _Planned(module_files, Summaries(store), [], {}, facts, facts_store)
     for path in sorted(chosen):
-        if path not in texts:
+        known = facts.get(path)
+        if known is None:
             continue
-        data = texts[path][0]
-        key = plan.keys[path] = store.key(path, data)
+        key = plan.keys[path] = store.key(path, known.digest)
+        if known.summary_key == key and known.summary_digest is not None:
+            plan.summaries.add_stored(path, key, known.summary_digest, has_amp=path in amp)
+            continue
         cached = store.load(key)
         if cached is not None:
-            plan.summaries[path] = cached
-        else:
-            plan.todo.append((path, data, path in amp))
+            digest = cached.digest()
+            plan.summaries.add(path, cached, digest)
+            facts_store.summarised(path, key, digest)
+            continue
+        content = read.get(path)
+        if content is None:
+            try:
+                content = read_source(path)
+            except SourceError:
+                continue
+            # Changed since its facts were read: the summary is stored under what was read.
+            plan.keys[path] = store.key(path, content_digest(content))
+        plan.todo.append((path, content, path in amp))
     return plan
 
 
@@ -227,13 +249,13 @@ def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:
 
 def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterable[ModuleSummary]:
     if workers <= 1 or len(todo) < _PARALLEL_MIN:
-        return [_summarise_one(item) for item in todo]
+        return [summarise_file(item) for item in todo]
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
             chunk = max(1, min(16, len(todo) // (4 * workers)))
-            return list(pool.map(_summarise_one, todo, chunksize=chunk))
+            return list(pool.map(summarise_file, todo, chunksize=chunk))
     except (OSError, RuntimeError):  # no workers to be had: summarise here
-        return [_summarise_one(item) for item in todo]
+        return [summarise_file(item) for item in todo]
 
 
 def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[str]]:

@@ -1,0 +1,127 @@
+"""Summaries on disk and in memory: the store keyed by a file's content, and the mapping a project
+reads them through, which loads each when first asked for."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+
+import libcst as cst
+
+from linter._atomic_write import WriteError, write_atomically
+from linter._rule import ModuleContext
+from linter._source import SourceError, load_document, read_source
+from linter.model._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary, summarize
+
+
+class SummaryStore:
+    """Summaries on disk, keyed by the file's content, path and the linter's code."""
+
+    def __init__(self, folder: str | None, code: str) -> None:
+        self.folder = folder
+        self.code = code
+        self._broken = folder is None
+
+    def key(self, path: str, digest: str) -> str:
+        """The entry name of the summary of ``path`` whose bytes have sha256 ``digest``."""
+        return hashlib.sha256(
+            f"{self.code}\0{SUMMARY_FORMAT}\0{path}\0{digest}".encode()
+        ).hexdigest()
+
+    def _file(self, key: str) -> str:
+        assert self.folder is not None
+        return os.path.join(self.folder, "summaries", key[:2], f"{key}.json")
+
+    def load(self, key: str) -> ModuleSummary | None:
+        if self.folder is None:
+            return None
+        try:
+            with open(self._file(key), "rb") as stream:
+                return ModuleSummary.from_json(json.loads(stream.read()))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            return None
+
+    def store(self, key: str, summary: ModuleSummary) -> None:
+        if self._broken:
+            return
+        text = json.dumps(summary.to_json(), separators=(",", ":"))
+        target = self._file(key)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            write_atomically(target, text.encode(), durable=False)
+        except (OSError, WriteError):
+            self._broken = True
+
+
+class Summaries(Mapping[str, ModuleSummary]):
+    """A project's summaries, loaded from the store when first asked for: a warm run whose
+    results all come from the cache reads none of them, and a run that lints one repository of
+    a tree reads only that repository's. A summary missing from the store after all (a cache
+    pruned meanwhile) is made again from the file."""
+
+    def __init__(self, store: SummaryStore) -> None:
+        self._store = store
+        self._loaded: dict[str, ModuleSummary] = {}
+        #: path -> (store key, whether the file mentions a trigger word) of the summaries
+        #: not loaded yet.
+        self._stored: dict[str, tuple[str, bool]] = {}
+        self._digests: dict[str, str] = {}
+        self._order: list[str] | None = None
+
+    def add(self, path: str, summary: ModuleSummary, digest: str | None = None) -> None:
+        self._loaded[path] = summary
+        if digest is not None:
+            self._digests[path] = digest
+        self._order = None
+
+    def add_stored(self, path: str, key: str, digest: str, *, has_amp: bool) -> None:
+        self._stored[path] = (key, has_amp)
+        self._digests[path] = digest
+        self._order = None
+
+    def digest(self, path: str) -> str | None:
+        """The digest of ``path``'s summary (without loading it when it is known)."""
+        known = self._digests.get(path)
+        if known is None and path in self:
+            known = self._digests[path] = self[path].digest()
+        return known
+
+    def __getitem__(self, path: str) -> ModuleSummary:
+        found = self._loaded.get(path)
+        if found is not None:
+            return found
+        key, has_amp = self._stored[path]
+        summary = self._store.load(key)
+        if summary is None:
+            try:
+                summary = summarise_file((path, read_source(path), has_amp))
+            except SourceError:
+                summary = empty_summary(path)
+        self._loaded[path] = summary
+        return summary
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._loaded or path in self._stored
+
+    def __iter__(self) -> Iterator[str]:
+        # In path order, whatever came from the cache: indexes built over the summaries (callers,
+        # subclasses) list their entries in one order in every run.
+        if self._order is None:
+            self._order = sorted(self._loaded.keys() | self._stored.keys())
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._loaded.keys() | self._stored.keys())
+
+
+def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
+    """Parse one file and summarise it; a file that cannot be read or parsed offers nothing."""
+    path, data, has_amp = item
+    try:
+        text = load_document(path, data).text
+        module = cst.parse_module(text)
+        return summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
+    except Exception:  # the file's own lint reports why; its summary is simply empty
+        return empty_summary(path)
