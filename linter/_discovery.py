@@ -43,13 +43,23 @@ class Excluder:
         self.patterns = tuple(PathPattern(pattern) for pattern in patterns)
         self.include = tuple(PathPattern(pattern) for pattern in include)
         self.root = root
+        # Globs without a "/" match a path's last component alone: a walk tests those against
+        # the entry's name, without making the path relative to the root for each of a tree's
+        # hundred thousand entries.
+        self._names_only = not any(p.anchored for p in (*self.patterns, *self.include))
 
-    def collects(self, path: str) -> bool:
-        """Whether a folder walk lints the file at ``path`` (its name or path is included)."""
+    def collects(self, path: str, name: str | None = None) -> bool:
+        """Whether a folder walk lints the file at ``path`` (its name or path is included);
+        ``name`` is its last component, when the caller has it."""
+        if name is not None and self._names_only:
+            return any(p.regex.fullmatch(name) is not None for p in self.include)
         return any_match(self.include, relative_to_root(path, self.root))
 
-    def excluded(self, path: str, *, check_parents: bool = True) -> bool:
-        """Whether ``path`` or (with ``check_parents``) a folder above it is excluded."""
+    def excluded(self, path: str, *, check_parents: bool = True, name: str | None = None) -> bool:
+        """Whether ``path`` or (with ``check_parents``) a folder above it is excluded; ``name``
+        as for `collects`."""
+        if name is not None and self._names_only and not check_parents:
+            return any(p.regex.fullmatch(name) is not None for p in self.patterns)
         relative = relative_to_root(path, self.root)
         if not check_parents:
             return any_match(self.patterns, relative)
@@ -95,15 +105,16 @@ def _walk(top: str, excluder: Excluder, files: dict[str, None], errors: list[Fil
                 is_folder = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_folder = False
+            name = entry.name
             if is_folder:
-                if not excluder.excluded(path, check_parents=False) and not os.path.exists(
-                    os.path.join(path, "pyvenv.cfg")
-                ):
+                if not excluder.excluded(
+                    path, check_parents=False, name=name
+                ) and not os.path.exists(os.path.join(path, "pyvenv.cfg")):
                     subfolders.append(path)
             elif (
-                excluder.collects(path)
+                excluder.collects(path, name)
                 and not _is_folder_link(entry)
-                and not excluder.excluded(path, check_parents=False)
+                and not excluder.excluded(path, check_parents=False, name=name)
             ):
                 files[path] = None
         # Depth first, in name order: push in reverse so the first name is visited first.

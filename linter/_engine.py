@@ -28,6 +28,7 @@ from linter._fix import SAFE, Edit, Fix, LineIndex, NodeFix, edit_spans, overlap
 from linter._indentation import ExpandedIndentation, expand_indentation
 from linter._noqa import FileDirective, Suppressions, noqa_directives, noqa_edits
 from linter._notebook import Notebook
+from linter._parse import parse_module
 from linter._rule import Finding, Findings, FindingsRule, ModuleContext, Rule
 from linter._source import (
     MAX_FILE_BYTES,
@@ -241,7 +242,7 @@ def _given(rule: FindingsRule, findings: Findings) -> Callable[[ModuleContext], 
 def _parse(text: str) -> cst.Module | str:
     """The module, or why libcst cannot parse it."""
     try:
-        return cst.parse_module(text)
+        return parse_module(text)
     except cst.ParserSyntaxError as error:
         return _syntax_error_reason(text, error)
     except (RecursionError, MemoryError):

@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
-from linter.model._tree import walk
+from linter.model._tree import descendants
 
 if TYPE_CHECKING:
     from linter.model._project import ForeignSite, Project
@@ -98,10 +98,19 @@ class ModuleContext:
             return self.source
         return f"{self.source}\n{self.imported_text}"
 
-    def attach(self, root: cst.CSTNode, via: cst.CSTNode, site: ForeignSite) -> None:
-        """Record that ``root`` (a grafted function) and its nodes stand for ``site``."""
-        for node in walk(root):
-            self.foreign[node] = site
+    def attach(
+        self,
+        root: cst.CSTNode,
+        via: cst.CSTNode,
+        site: ForeignSite,
+        nodes: Iterable[cst.CSTNode] | None = None,
+    ) -> None:
+        """Record that ``root`` (a grafted function) and its nodes stand for ``site``: its code
+        nodes (``nodes``, when the caller has walked them already), as every question asked of
+        a grafted node is asked of one (layout nodes are a module's own: comments, commas)."""
+        foreign = self.foreign
+        for node in nodes if nodes is not None else (root, *descendants(root)):
+            foreign[node] = site
 
     @property
     def wrapper(self) -> MetadataWrapper:

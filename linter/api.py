@@ -354,6 +354,24 @@ def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
     )
 
 
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _files_under(files: Sequence[str], folder: str) -> list[str]:
+    """The paths of sorted ``files`` under ``folder``."""
+    import bisect
+
+    prefix = folder.rstrip(os.sep) + os.sep
+    start = bisect.bisect_left(files, prefix)
+    found = []
+    for path in files[start:]:
+        if not path.startswith(prefix):
+            break
+        found.append(path)
+    return found
+
+
 def _wants_key(rules: Sequence[Rule]) -> str:
     """What decides the pre-filter of ``rules``: their classes and settings (a file's facts
     say whether it passed the pre-filter of these rules)."""
@@ -392,10 +410,18 @@ def _projects(
     def wants(text: str) -> bool:
         return any(rule.wants(text) for rule in rules)
 
+    # A root inside a folder the run walked holds the files that walk found under it: walking
+    # it again would find the same ones (the excludes are the same, and its files were reached).
+    walked = [os.path.abspath(path) for path in requested if os.path.isdir(path)]
+    found_files = sorted(absolute.values())
     requests = []
     for root in by_root:
-        found = discover([root], excluder, force_exclude=True)
-        files = [os.path.abspath(f) for f in found.files]
+        if any(_under(root, folder) for folder in walked):
+            files = _files_under(found_files, root)
+        else:
+            files = [
+                os.path.abspath(f) for f in discover([root], excluder, force_exclude=True).files
+            ]
         known = set(files)
         files += [p for p in by_root[root] if p not in known]
         requests.append((root, files, by_root[root]))

@@ -55,9 +55,18 @@ class ModuleFiles:
         self.files: frozenset[str] = frozenset(os.path.abspath(f) for f in files)
         self._folders = frozenset(os.path.dirname(f) for f in self.files)
         self._cache: dict[tuple[str, str, int, tuple[str, ...]], ImportTarget | None] = {}
+        self._roots: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
     def search_roots(self, importer: str, extra: Sequence[str] = ()) -> list[str]:
         """Folders searched for an absolute import in ``importer``, first match wins."""
+        folder = os.path.dirname(os.path.abspath(importer))
+        key = (folder, tuple(extra))
+        known = self._roots.get(key)
+        if known is None:
+            known = self._roots[key] = self._search_roots(importer, extra)
+        return known
+
+    def _search_roots(self, importer: str, extra: Sequence[str]) -> list[str]:
         roots = [os.path.dirname(os.path.abspath(importer))]
         for folder in extra:
             base = folder if os.path.isabs(folder) else os.path.join(roots[0], folder)
@@ -87,7 +96,14 @@ class ModuleFiles:
     ) -> ImportTarget | None:
         """The project file behind ``import module`` (``name`` None) or ``from module import name``
         in ``importer``; ``level`` counts the leading dots of a relative import."""
-        key = (os.path.abspath(importer), module, level, (name or "", *extra_roots))
+        # The answer depends on the importer's folder alone (relative imports start there; the
+        # search roots are its folder's): files of one folder share it.
+        key = (
+            os.path.dirname(os.path.abspath(importer)),
+            module,
+            level,
+            (name or "", *extra_roots),
+        )
         if key not in self._cache:
             self._cache[key] = self._resolve(importer, module, level, name, extra_roots)
         return self._cache[key]

@@ -79,10 +79,10 @@ class ModuleIndex:
             below.reverse()
             stack.extend(below)
 
-    def attach(self, root: cst.CSTNode, parent: cst.CSTNode) -> None:
+    def attach(self, root: cst.CSTNode, parent: cst.CSTNode) -> list[cst.CSTNode]:
         """Hang a tree parsed elsewhere (a function of another module) under ``parent``: its
         nodes get parents, and source ranks just after ``parent``'s, so ancestors, order and
-        branch questions work on it as on the module's own code."""
+        branch questions work on it as on the module's own code. Returns its code nodes."""
         self.parent[root] = parent
         base = self.order.get(parent)
         if base is None:
@@ -98,6 +98,7 @@ class ModuleIndex:
             stack.extend(reversed(below))
         for number, node in enumerate(ranked, start=1):
             self.order[node] = base + number / (len(ranked) + 1)
+        return ranked
 
     def nodes(self, kind: type[_Node]) -> list[_Node]:
         """The collected nodes of type ``kind``, in source order (typed as ``kind``)."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from linter._parse import parse_module
 from linter._rule import positions_of
 from linter.model._dotted_names import dotted_name
 from linter.model._file_facts import FileFacts
@@ -496,7 +497,7 @@ class Project:
         key = (path, qualname)
         if key not in self._parsed:
             try:
-                module = cst.parse_module(source)
+                module = parse_module(source)
             except Exception:  # a summary from another libcst version
                 module = None
             if module is not None and not any(isinstance(s, cst.FunctionDef) for s in module.body):
@@ -536,7 +537,7 @@ class Project:
         if function_record is None or (words and not set(words) & set(function_record.words)):
             return None
         try:
-            module = cst.parse_module(function_record.source)
+            module = parse_module(function_record.source)
         except Exception:  # a summary from another libcst version: nothing to graft
             return None
         grafted = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
@@ -545,8 +546,7 @@ class Project:
         site = ForeignSite(
             call, self.display(target_path), target_qualname, function_record.line, module
         )
-        context.attach(grafted, call, site)
-        index.attach(grafted, call)
+        context.attach(grafted, call, site, index.attach(grafted, call))
         return grafted
 
     def _graft_target(self, context: ModuleContext, call: cst.Call) -> tuple[str, str] | None:

@@ -187,15 +187,7 @@ def _plan(
             read[path] = data
         facts[path] = known
     amp = {path for path, known in facts.items() if known.wants}
-    imports: dict[str, set[str]] = {}
-    for path, known in facts.items():
-        targets = set()
-        for module, level, names in known.imports:
-            for name in names or (None,):
-                found = module_files.resolve(path, module, level, name)
-                if found is not None:
-                    targets.add(found.path)
-        imports[path] = targets
+    imports = _import_graph(module_files, facts, facts_store)
     chosen = set(amp)
     for path, targets in imports.items():
         if path in amp:
@@ -228,6 +220,42 @@ def _plan(
             plan.keys[path] = store.key(path, content_digest(content))
         plan.todo.append((path, content, path in amp))
     return plan
+
+
+def _import_graph(
+    module_files: ModuleFiles, facts: dict[str, FileFacts], facts_store: FactsStore
+) -> dict[str, set[str]]:
+    """Each file -> the project files its import lines name. What a file's imports resolve to
+    depends on its lines and on which files the project has: while neither changed, the last
+    run's answer is taken (resolving a tree's hundred thousand imports was most of a warm run)."""
+    files_key = hashlib.sha256("\n".join(sorted(module_files.files)).encode()).hexdigest()
+    known = facts_store.memo.get("imports")
+    last: dict[str, list[object]] = {}
+    if isinstance(known, dict) and known.get("files") == files_key:
+        last = known.get("targets") or {}
+    graph: dict[str, set[str]] = {}
+    kept: dict[str, list[object]] = {}
+    for path, fact in facts.items():
+        entry = last.get(path)
+        if (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and entry[0] == fact.digest
+            and isinstance(entry[1], list)
+            and all(isinstance(t, str) and t in module_files.files for t in entry[1])
+        ):
+            targets = set(entry[1])
+        else:
+            targets = set()
+            for module, level, names in fact.imports:
+                for name in names or (None,):
+                    found = module_files.resolve(path, module, level, name)
+                    if found is not None:
+                        targets.add(found.path)
+        graph[path] = targets
+        kept[path] = [fact.digest, sorted(targets)]
+    facts_store.memo["imports"] = {"files": files_key, "targets": kept}
+    return graph
 
 
 def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:
@@ -263,10 +291,20 @@ def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[s
     belongs to the outermost of ``tops`` (the folders a run was asked to lint) holding it."""
     found: dict[str, list[str]] = {}
     folders = sorted((os.path.abspath(top) for top in tops), key=len)
+    # One root per folder: the markers are looked for once per folder, not once per file.
+    known: dict[str, str] = {}
     for path in paths:
-        fallback = next(
-            (top for top in folders if path == top or path.startswith(top.rstrip(os.sep) + os.sep)),
-            None,
-        )
-        found.setdefault(find_root(path, fallback), []).append(path)
+        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        root = known.get(folder)
+        if root is None:
+            fallback = next(
+                (top for top in folders if _within(path, top)),
+                None,
+            )
+            root = known[folder] = find_root(path, fallback)
+        found.setdefault(root, []).append(path)
     return found
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)

@@ -8,9 +8,8 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 
-import libcst as cst
-
 from linter._atomic_write import WriteError, write_atomically
+from linter._parse import parse_module
 from linter._rule import ModuleContext
 from linter._source import SourceError, load_document, read_source
 from linter.model._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary, summarize
@@ -121,7 +120,7 @@ def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
     path, data, has_amp = item
     try:
         text = load_document(path, data).text
-        module = cst.parse_module(text)
+        module = parse_module(text)
         return summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
     except Exception:  # the file's own lint reports why; its summary is simply empty
         return empty_summary(path)

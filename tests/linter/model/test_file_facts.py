@@ -144,3 +144,28 @@ def test_a_pruned_summary_is_made_again(tmp_path: Path) -> None:
     for entry in (root / ".cache").glob("v*/*/*.json"):
         entry.unlink()
     assert _lint(root) == cold
+
+
+@pytest.mark.usefixtures("trusted_now")
+def test_a_module_added_later_is_found_by_the_unchanged_files_importing_it(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path)
+    # A loop module with no trigger word: it is summarised only because it imports the engine.
+    (root / "main.py").write_text(
+        "import engine\n\n\n"
+        "def main(args, model, criterion, loader, optimizer, amp_state):\n"
+        "    log = []\n"
+        "    for epoch in range(args.epochs):\n"
+        "        for batch in loader:\n"
+        "            engine.train_step(model, criterion, batch, optimizer, amp_state, log)\n"
+    )
+    engine = root / "engine.py"
+    text = engine.read_text()
+    assert ("engine.py", 18, "AMP001") in _lint(root)
+    engine.unlink()
+    assert _lint(root) == []
+    # main.py is unchanged and its facts come from the cache, but its `import engine` names a
+    # file again: main.py is summarised, and the engine's step is per step through its loop.
+    engine.write_text(text)
+    assert ("engine.py", 18, "AMP001") in _lint(root)
