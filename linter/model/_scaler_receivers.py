@@ -72,6 +72,16 @@ WRAPPER_OWNED_SUFFIXES = (
 #: ``gradient_scaler``...).
 SCALER_LIKE_NAME = re.compile(r"^_*(grad_?|gradient_|loss_|amp_|fp16_)?scaler$", re.IGNORECASE)
 
+_SCALER_WORD = re.compile("scaler", re.IGNORECASE)
+
+
+def may_name_a_scaler(text: str) -> bool:
+    """Whether ``text`` can show a GradScaler at all: every way this module recognises one — a
+    constructor, a class name, a wrapper's attribute, a conventional name — spells "scaler" in
+    some case. A rule about what a scaler does in an iteration needs one in sight (in the file,
+    or in the project functions it calls, whose source the pre-filter reads with it)."""
+    return _SCALER_WORD.search(text) is not None
+
 
 def _constructs_a_class(value: cst.BaseExpression) -> bool:
     """``Something(...)`` with a capitalised callee: an object of some other class."""

@@ -12,6 +12,7 @@ from linter.model._gradient_reads import gradient_loggers
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model._module_index import ModuleIndex, module_index
 from linter.model._scaler_identity import is_disabled
+from linter.model._scaler_receivers import may_name_a_scaler
 from linter.model._unscaling import may_run_before, unscaling_calls
 
 #: Longest call text quoted in a message; longer reads are named by their function.
@@ -287,6 +288,12 @@ class Trainer:
             (4,),
         ),
     )
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        # A finding needs the scaled backward or the scaler's step, here or in a function it
+        # calls.
+        return super().wants(text) and may_name_a_scaler(text)
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         model = of_module(context)

@@ -12,6 +12,7 @@ from linter.model._iteration import Kind, of_module
 from linter.model._lr_schedulers import Hold, lr_schedulers
 from linter.model._module_index import module_index
 from linter.model._per_step import is_epoch_loop
+from linter.model._scaler_receivers import may_name_a_scaler
 
 
 class SchedulerStepsOnSkippedStep(Rule):
@@ -252,6 +253,11 @@ for batch in loader:
             (6,),
         ),
     )
+
+    @classmethod
+    def wants(cls, text: str) -> bool:
+        # A finding needs the scaler's step in the iteration, here or in a function it calls.
+        return super().wants(text) and may_name_a_scaler(text)
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         model = of_module(context)
