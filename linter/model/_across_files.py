@@ -27,6 +27,9 @@ ACROSS_FILES: dict[str, str] = {
     "AMP003": (
         "A clip in a helper of another module called between the scaled backward and the "
         "scaler step (`clip_gradients(model)` from `utils/grads.py`), and an `unscale_` there. "
+        "A clip threshold multiplied by the loss scale through a parameter: what the call of "
+        "such a helper passes (`scale=self.scaler.get_scale()`), or what callers in other "
+        "modules pass to the function that clips here. "
         "A GradScaler held in a global of another module (`from .amp_state import grad_sc`) or "
         "set by a base class defined there (`self.amp = GradScaler()` in `trainer_base.py`) "
         "is a scaler here, whatever its name."

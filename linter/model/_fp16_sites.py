@@ -152,9 +152,21 @@ def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
     return None
 
 
-def _is_receiver(value: cst.BaseExpression, call: cst.Call, bound: str | None) -> bool:
-    """``value`` is the object ``call`` created: the call itself, or the name it was bound to."""
-    return value is call or (bound is not None and dotted_name(value) == bound)
+def _is_receiver(
+    index: ModuleIndex, value: cst.BaseExpression, call: cst.Call, bound: str | None
+) -> bool:
+    """``value`` is the object ``call`` created: the call itself, or the name it was bound to,
+    read where that binding is visible — a local of the same function (two test methods each
+    with their own ``training_args`` are two objects), an attribute of the same class, or a
+    module-level name."""
+    if value is call:
+        return True
+    if bound is None or dotted_name(value) != bound:
+        return False
+    if bound.startswith("self."):
+        return index.enclosing_class(value) is index.enclosing_class(call)
+    function = index.enclosing_function(call)
+    return function is None or index.enclosing_function(value) is function
 
 
 class Fp16Sites:
@@ -538,7 +550,7 @@ class Fp16Sites:
                 if trainer_name is None or not last_part(trainer_name).endswith("Trainer"):
                     continue
                 args = keyword(trainer, "args") or positional(trainer, 1)
-                if args is None or not (_is_receiver(args.value, call, bound)):
+                if args is None or not (_is_receiver(self.index, args.value, call, bound)):
                     continue
                 found = self._trainer_model(trainer)
                 if found is not None:
@@ -580,7 +592,7 @@ class Fp16Sites:
                 if (
                     isinstance(func, cst.Attribute)
                     and func.attr.value == "prepare"
-                    and _is_receiver(func.value, call, bound)
+                    and _is_receiver(self.index, func.value, call, bound)
                 ):
                     for arg in prepare.args:
                         if found is None:
@@ -635,7 +647,7 @@ class Fp16Sites:
                 if not (
                     isinstance(func, cst.Attribute)
                     and func.attr.value in ("fit", "setup")
-                    and _is_receiver(func.value, call, bound)
+                    and _is_receiver(self.index, func.value, call, bound)
                 ):
                     continue
                 for arg in fit.args:

@@ -559,6 +559,32 @@ class TrainingIterations:
             inner = frozenset(_renamed(fact, bound) for fact in inner)
         return facts | inner
 
+    def optimizer_as_passed(self, event: Event) -> str | None:
+        """The optimizer ``event`` touches, as its iteration names it: a parameter of the
+        function that the iteration's call brings is read as that call's argument (``scaler.
+        step(opt)`` in ``def opt_step(self, loss, opt)`` called as ``self.opt_step(loss_d,
+        self.opt_d)`` is ``self.opt_d``); None when unknown, or a parameter of a function
+        reached deeper."""
+        optimizer = event.optimizer
+        if optimizer is None or event.via is None:
+            return optimizer
+        function = self._function_of(event.call)
+        head = re.match(r"[A-Za-z_]\w*", optimizer)
+        if not isinstance(function, cst.FunctionDef) or head is None:
+            return None
+        params = function.params
+        names = {
+            p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        }
+        if head.group() not in names or head.group() in ("self", "cls"):
+            return optimizer
+        if self._callee(event.via) is not function:
+            return None
+        bound = self._bound_arguments(function, event.via)
+        if head.group() not in bound:
+            return None
+        return bound[head.group()] + optimizer[head.end() :]
+
     def _bound_arguments(self, function: cst.FunctionDef, call: cst.Call) -> dict[str, str]:
         """Parameter name -> source text of the argument ``call`` passes for it."""
         params = list(function.params.params)

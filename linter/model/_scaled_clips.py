@@ -6,7 +6,8 @@ unscale that may run first, applies its threshold to scaled values. Read per ite
 (`linter.model._iteration`): a clip followed by a ``scaler.step`` of the iteration, after a
 scaled backward on a path that runs both; a clip with no backward written in the iteration (a
 trainer's ``optimizer_step(self)`` that clips, then steps) only when the scaler is proven a
-GradScaler and nothing in the module unscales it.
+GradScaler and nothing in the module unscales it. A clip at a threshold multiplied by the loss
+scale (`linter.model._scaled_thresholds`) clips scaled gradients at a scaled norm, as it should.
 
 Unknown counts as "it may unscale": an ``unscale_`` of an unknown optimizer, a call named like
 an unscale or handed the scaler (`linter.model._unscaling`), an ``unscale_`` in a function no
@@ -23,6 +24,7 @@ import libcst as cst
 from linter.model._dotted_names import last_part
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations
 from linter.model._module_index import ModuleIndex
+from linter.model._scaled_thresholds import scaled_thresholds
 from linter.model._unscaling import may_run_before
 
 
@@ -57,11 +59,15 @@ def scaled_clips(
     """The clips of the module that may run on scaled gradients (see the module docstring)."""
     found: dict[cst.Call, ScaledClip] = {}
     covered: set[cst.Call] = set()
+    at_scale: set[cst.Call] = set()
+    thresholds = scaled_thresholds(model, index)
     for iteration in model.iterations:
         for clip in iteration.of(Kind.CLIP):
             verdict = _judge(model, index, iteration, clip, unscaling_calls)
             if verdict is True:
                 covered.add(clip.call)
+            elif isinstance(verdict, ScaledClip) and thresholds.scaled(clip):
+                at_scale.add(clip.call)  # a threshold multiplied by the scale: as it should
             elif isinstance(verdict, ScaledClip):
                 before = found.get(clip.call)
                 if before is None or (before.backward is None and verdict.backward):
@@ -80,7 +86,7 @@ def scaled_clips(
         and last_part(clip.step.scaler or "") not in unreached
         and (clip.backward is not None or _unscaled_nowhere(model, clip, unscaling_calls))
     )
-    return ClipVerdicts(scaled, frozenset(found) | frozenset(covered))
+    return ClipVerdicts(scaled, frozenset(found) | frozenset(covered) | frozenset(at_scale))
 
 
 def in_a_nested_loop(index: ModuleIndex, scaled: ScaledClip) -> bool:

@@ -4,7 +4,8 @@
 stepped. Two facts about a module's iterations (`linter.model._iteration`) answer whether it
 does: a ``scaler.step`` in a training loop whose scaler is never updated in that loop
 (`steps_without_update`), and an update that may run twice before the next iteration
-(`repeated_updates`: in a loop over optimizers, or once after each of two steps).
+(`repeated_updates`: in a loop over optimizers, or once after each of two steps of different
+optimizers; the same optimizer stepped again is a second iteration).
 
 Unknown stays unknown: a step in a hook or step function whose caller is not in the module, an
 update in another method the loop does not visibly call, a scaler built ``enabled=False``, a
@@ -147,11 +148,27 @@ def repeated_updates(model: TrainingIterations, index: ModuleIndex) -> Iterator[
                         and not iteration.exclusive(first, later)
                         and not _leaves_before(model, index, first, later)
                         and iteration.between(first, later, Kind.SCALER_STEP)
+                        and not _steps_again(model, iteration, first, later)
                     ),
                     None,
                 )
                 if earlier is not None:
                     yield RepeatedUpdate(later, earlier)
+
+
+def _steps_again(
+    model: TrainingIterations, iteration: Iteration, first: Event, later: Event
+) -> bool:
+    """Every scaler step between two updates steps an optimizer that was stepped before the
+    first: a second optimizer step, so a second iteration (a test or a once-run function that
+    calls a one-step helper twice), not two updates in one."""
+    before = {
+        model.optimizer_as_passed(step)
+        for step in iteration.of(Kind.SCALER_STEP)
+        if iteration.may_precede(step, first)
+    }
+    between = iteration.between(first, later, Kind.SCALER_STEP)
+    return None not in before and all(model.optimizer_as_passed(s) in before for s in between)
 
 
 def _guarded_within(index: ModuleIndex, event: Event, loop: cst.For) -> bool:

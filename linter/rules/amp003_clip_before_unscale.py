@@ -58,7 +58,14 @@ class ClipBeforeUnscale(Rule):
       or callback method that the trainer may call between backward and clip);
     - clips done by wrappers that unscale first: `accelerator.clip_grad_norm_`, Lightning's
       `clip_gradients`, DeepSpeed engines;
-    - a clip after `scaler.step(...)`: it no longer changes this step's update.
+    - a clip after `scaler.step(...)`: it no longer changes this step's update;
+    - a clip at a threshold multiplied by the loss scale (`max_norm * scaler.get_scale()`,
+      `* scaler._scale`, a name bound to one): the norm and the threshold carry the same factor,
+      so it clips as an unscaled clip at `max_norm` would (MMF's trainer). The product may be
+      written in the clip, in a local variable, or in a parameter whose callers pass it — the
+      call of a helper in another module (`clip_gradients(..., scale=self.scaler.get_scale())`
+      with `max_norm * scale` inside), or every call of the function that clips, in this module
+      or in others. A quotient counts only with the scale above the line.
 
     Reading a gradient norm without clipping (`torch.nn.utils.get_total_norm`, a hand-written
     `p.grad.norm()`) is not reported: most such reads only log, and telling a logged norm from

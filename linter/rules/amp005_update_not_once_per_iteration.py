@@ -34,7 +34,10 @@ class UpdateNotOncePerIteration(Rule):
     step), a step in a hook or step function whose caller is not in the file, two scalers each
     updated once, a critic's inner loop with its own step and update (an iteration of its own),
     `for scaler in scalers: scaler.update()`, exclusive branches, an update in an `if` arm that
-    ends the iteration (`continue`), and a scaler built with `enabled=False`.
+    ends the iteration (`continue`), and a scaler built with `enabled=False`. Nor a second
+    update after a step of the same optimizer as before the first (a test, or a function run
+    once, that calls a one-step helper twice): stepping that optimizer again starts a second
+    iteration; the helper called for two optimizers sharing the scaler is reported.
 
     ## Why is this bad?
     `GradScaler.update()` ends an iteration: it backs the scale off after an overflow, grows it

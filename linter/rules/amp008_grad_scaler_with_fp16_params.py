@@ -8,8 +8,9 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._bf16_origins import FP16
-from linter.model._fp16_sites import Fp16Site, Fp16Sites
+from linter.model._bf16_origins import FP16, keyword
+from linter.model._dotted_names import dotted_name, last_part
+from linter.model._fp16_sites import TRAINING_ARGUMENTS, Fp16Site, Fp16Sites
 from linter.model._fp32_trainables import Fp32Trainables
 from linter.model._module_index import ModuleIndex, descendants
 
@@ -50,7 +51,8 @@ class GradScalerWithFp16Params(Rule):
 
     The model is tracked through the file as AMP002 tracks bf16 models: rebindings, in-place
     casts, `.to(device)`, DDP/`torch.compile` wrappers, a function's parameter when this file
-    passes it the fp16 model, a model a same-module helper returns.
+    passes it the fp16 model (a `main()` that loads it and calls the function that builds the
+    Trainer or the optimizer), a model a same-module helper returns.
 
     Not reported — the optimizer steps fp32 parameters, or no GradScaler touches fp16 ones:
 
@@ -63,6 +65,9 @@ class GradScalerWithFp16Params(Rule):
     - fp32 master weights: an optimizer over `[p.detach().clone().float() for p in ...]`;
     - a frozen fp16 model (`requires_grad_(False)`, a teacher, a VAE, a text encoder) or one
       no optimizer trains;
+    - `TrainingArguments(fp16=True, deepspeed=...)` with a config that may be set (a path, a
+      dict, a flag): the Trainer then builds no GradScaler, and DeepSpeed's fp16 engine keeps
+      fp32 master weights;
     - a GradScaler created with `enabled=False`, one enabled by a runtime flag the cast does
       not hang on (`if args.half: model.half()` beside `enabled=args.amp`), Lightning
       `precision="16-true"` (no scaler);
@@ -409,6 +414,8 @@ def main(cfg):
         if site.model is not None and trainables.why_fp32(site.model, origin) is not None:
             return False
         index = analysis.index
+        if _deepspeed_trainer(index, site.node):
+            return False  # DeepSpeed's engine scales the loss over fp32 master weights
         for node, _ in site.through:
             if isinstance(node, cst.Assign) and trainables.copies_parameters(node.value):
                 return False  # fp32 master copies
@@ -422,6 +429,20 @@ def main(cfg):
         ) or analysis.paths.may_precede(origin, used)
 
 
+def _deepspeed_trainer(index: ModuleIndex, node: cst.CSTNode) -> bool:
+    """``node`` is an argument of ``TrainingArguments(..., deepspeed=...)`` that may name a
+    DeepSpeed config: the Trainer then builds no GradScaler (a flag counts, unknown either way)."""
+    call = index.parent.get(node)
+    if not isinstance(call, cst.Call) or dotted_name(call.func) is None:
+        return False
+    if last_part(dotted_name(call.func) or "") not in TRAINING_ARGUMENTS:
+        return False
+    deepspeed = keyword(call, "deepspeed")
+    return deepspeed is not None and not (
+        isinstance(deepspeed.value, cst.Name) and deepspeed.value.value == "None"
+    )
+
+
 def _set_up_where_trained(
     index: ModuleIndex, origin: cst.CSTNode, sites: list[cst.CSTNode]
 ) -> bool:
@@ -432,6 +453,15 @@ def _set_up_where_trained(
     if function is None or function.name.value in _SETUP_FUNCTIONS:
         return True
     if any(index.enclosing_function(site) is function for site in sites):
+        return True
+    # A `main()` that loads the model and hands it to the function that trains it.
+    trainers = {f.name.value for site in sites if (f := index.enclosing_function(site))}
+    if any(
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Name | cst.Attribute)
+        and last_part(dotted_name(node.func) or "") in trainers
+        for node in descendants(function)
+    ):
         return True
     return any(
         isinstance(node, cst.Return)

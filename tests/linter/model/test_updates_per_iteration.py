@@ -211,3 +211,72 @@ def test_an_update_in_a_loop_whose_continue_skips_other_optimizers_is_once() -> 
         )
         == []
     )
+
+
+ONE_STEP_HELPER = """
+import torch
+
+
+class CheckpointTest:
+    def _fp16_step(self, optimizer):
+        optimizer.zero_grad()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = self.model(self.batch).sum()
+        self.scaler.scale(loss).backward()
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+    def test_resume(self):
+        self._fp16_step({first})
+        self.save()
+        self._fp16_step({second})
+"""
+
+
+def test_a_one_step_helper_called_twice_for_one_optimizer_is_two_iterations() -> None:
+    # The second call steps the same optimizer again: a second iteration, updated once each.
+    source = ONE_STEP_HELPER.format(first="self.optimizer", second="self.optimizer")
+    assert repeated(source) == []
+
+
+def test_a_one_step_helper_called_for_two_optimizers_updates_twice_in_one_iteration() -> None:
+    source = ONE_STEP_HELPER.format(first="self.encoder_opt", second="self.decoder_opt")
+    assert repeated(source) == [(17, 15, False)]
+
+
+def test_the_same_optimizer_stepped_twice_inline_is_two_iterations() -> None:
+    assert (
+        repeated(
+            """
+        def warm_start(model, batches, optimizer, scaler):
+            scaler.scale(model(batches[0])).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scaler.scale(model(batches[1])).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """
+        )
+        == []
+    )
+
+
+def test_an_optimizer_known_only_as_a_parameter_of_a_deeper_helper_is_not_the_same() -> None:
+    # step(opt) two calls down: which optimizer each call steps is unknown, so it is reported.
+    assert repeated(
+        """
+        class Trainer:
+            def _apply(self, optimizer):
+                self.scaler.step(optimizer)
+                self.scaler.update()
+
+            def _step(self, loss, optimizer):
+                self.scaler.scale(loss).backward()
+                self._apply(optimizer)
+
+            def fit(self, loader):
+                for batch in loader:
+                    self._step(self.d_loss(batch), self.opt_d)
+                    self._step(self.g_loss(batch), self.opt_d)
+        """
+    ) == [(14, 13, False)]
