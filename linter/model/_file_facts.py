@@ -16,13 +16,14 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from linter._atomic_write import WriteError, write_atomically
 
 #: Bumped whenever the layout of the facts file changes.
-FACTS_FORMAT = 1
+FACTS_FORMAT = 2
 #: A signature this close (in nanoseconds) to the time it was read is not trusted later.
 _RACY_NS = 2_000_000_000
 
@@ -38,11 +39,31 @@ class FileFacts:
     digest: str
     #: Whether its text (a notebook's: its code cells) mentions a trigger word of the rules.
     wants: bool
-    #: The imports its lines spell.
-    imports: tuple[ScannedImport, ...]
+    #: The imports its lines spell, as JSON: read back only when they are resolved again (a
+    #: project's file set changed), not for every file of every warm run.
+    imports_json: str
     #: The summary store's key of the summary last made of it, and that summary's digest.
     summary_key: str | None = None
     summary_digest: str | None = None
+
+    @classmethod
+    def of(cls, digest: str, wants: bool, imports: Sequence[ScannedImport]) -> FileFacts:
+        listed = [[module, level, list(names)] for module, level, names in imports]
+        return cls(digest, wants, json.dumps(listed, separators=(",", ":")))
+
+    @property
+    def imports(self) -> tuple[ScannedImport, ...]:
+        """The scanned imports; none when what was stored is not their shape."""
+        try:
+            items = json.loads(self.imports_json)
+            scanned = []
+            for module, level, names in items:
+                if not (isinstance(module, str) and _ints([level], 1) and _strings(names)):
+                    return ()
+                scanned.append((module, level, tuple(names)))
+            return tuple(scanned)
+        except (ValueError, TypeError, RecursionError):
+            return ()
 
 
 def content_digest(data: bytes) -> str:
@@ -144,23 +165,17 @@ class FactsStore:
 
 
 def _to_json(facts: FileFacts) -> list[Any]:
-    imports = [[module, level, list(names)] for module, level, names in facts.imports]
-    return [facts.digest, facts.wants, imports, facts.summary_key, facts.summary_digest]
+    return [facts.digest, facts.wants, facts.imports_json, facts.summary_key, facts.summary_digest]
 
 
 def _from_json(item: Any) -> FileFacts:
-    digest, wants, imports, summary_key, summary_digest = item
-    if not (isinstance(digest, str) and isinstance(wants, bool)):
+    digest, wants, imports_json, summary_key, summary_digest = item
+    if not (isinstance(digest, str) and isinstance(wants, bool) and isinstance(imports_json, str)):
         raise TypeError("bad facts")
-    scanned = []
-    for module, level, names in imports:
-        if not (isinstance(module, str) and _ints([level], 1) and _strings(names)):
-            raise TypeError("bad import")
-        scanned.append((module, level, tuple(names)))
     for optional in (summary_key, summary_digest):
         if optional is not None and not isinstance(optional, str):
             raise TypeError("bad summary digest")
-    return FileFacts(digest, wants, tuple(scanned), summary_key, summary_digest)
+    return FileFacts(digest, wants, imports_json, summary_key, summary_digest)
 
 
 def _ints(values: Any, count: int) -> bool:

@@ -181,7 +181,7 @@ def _plan(
                 text = load_document(path, data).text
             except (SourceError, OSError):
                 continue
-            known = FileFacts(content_digest(data), wants(text), tuple(scan_imports(text)))
+            known = FileFacts.of(content_digest(data), wants(text), scan_imports(text))
             if not buffered:
                 facts_store.record(path, known, info)
             read[path] = data

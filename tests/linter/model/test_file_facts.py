@@ -17,7 +17,7 @@ from linter.model import _file_facts
 from linter.model._file_facts import FactsStore, FileFacts
 
 PROJECTS = Path(__file__).parents[1] / "fixtures" / "projects"
-FACTS = FileFacts("d" * 64, True, (("engine", 0, ("train_one_epoch",)),))
+FACTS = FileFacts.of("d" * 64, True, [("engine", 0, ("train_one_epoch",))])
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_other_rules_or_another_root_see_none_of_the_facts(tmp_path: Path) -> No
 @pytest.mark.usefixtures("trusted_now")
 @pytest.mark.parametrize(
     "content",
-    [b"", b"{", b'{"format": 1, "files": {"x": [[1, 2], ["d", true, [], null, null]]}}', b"[]"],
+    [b"", b"{", b'{"format": 2, "files": {"x": [[1, 2], ["d", true, "[]", null, null]]}}', b"[]"],
 )
 def test_a_corrupt_facts_file_is_a_miss(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "train.py"
@@ -169,3 +169,9 @@ def test_a_module_added_later_is_found_by_the_unchanged_files_importing_it(
     # file again: main.py is summarised, and the engine's step is per step through its loop.
     engine.write_text(text)
     assert ("engine.py", 18, "AMP001") in _lint(root)
+
+
+def test_scanned_imports_round_trip_and_a_malformed_record_reads_as_none() -> None:
+    assert FACTS.imports == (("engine", 0, ("train_one_epoch",)),)
+    assert FileFacts("d", True, '[["engine", "0", []]]').imports == ()
+    assert FileFacts("d", True, "not json").imports == ()
