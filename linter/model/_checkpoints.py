@@ -14,7 +14,7 @@ What this module reads, per module:
 - its **entries**: (key, value) pairs; a ``**spread``, an ``update(other)``, the dict handed to
   another call before the save, or two bindings make the content unknown, and unknown checkpoints
   are not reported;
-- **state**: a ``.state_dict()`` call on an optimizer (`TrainingIterations.is_optimizer`) or under
+- **state**: a literal value (``"optimizer": None``) holds none; a ``.state_dict()`` call on an optimizer (`TrainingIterations.is_optimizer`) or under
   an ``optim...`` key is the optimizer's; another ``.state_dict()`` (``model.state_dict()``,
   ``unwrap(model).state_dict()``) or a ``model``/``state_dict`` key is the model's; a scaler's
   ``state_dict()``, a scaler itself, or a key naming one (``scaler``, ``grad_scaler``, ``amp``) is
@@ -178,6 +178,8 @@ class Checkpoints:
         return literal, entries
 
     def _optimizer_state(self, key: str | None, value: cst.BaseExpression) -> bool:
+        if _is_literal(value):
+            return False  # `"optimizer": None`: an export that keeps the key, not the state
         if key is not None and OPTIMIZER_KEY.search(key):
             return True
         return any(self._is_optimizer(owner) for owner in _state_owners(value))
@@ -371,6 +373,15 @@ def _update_entries(call: cst.Call) -> list[Entry] | None:
         value = call.args[0].value
         return _literal_entries(value) if isinstance(value, cst.Dict) else None
     return _keyword_entries(call)
+
+
+def _is_literal(value: cst.BaseExpression) -> bool:
+    """``None``, ``True``, a number or a string: a value that holds no state."""
+    if isinstance(value, cst.Name):
+        return value.value in {"None", "True", "False"}
+    return isinstance(
+        value, cst.SimpleString | cst.ConcatenatedString | cst.Integer | cst.Float
+    )
 
 
 def _key_text(key: cst.BaseExpression | None) -> str | None:

@@ -51,6 +51,8 @@ def test_a_dict_of_model_and_optimizer_state_is_a_resume_checkpoint(save: str) -
         'model.save_pretrained("out")',
         'hooks.before_save({"model": model.state_dict(), "optimizer": optimizer.state_dict()})',
         'np.save(p, {"model": model.state_dict(), "optimizer": optimizer.state_dict()})',
+        'torch.save({"model": deepcopy(model).half(), "optimizer": None, "epoch": 3}, p)',
+        'torch.save({"model": model.state_dict(), "optim_state": ""}, p)',
     ],
 )
 def test_exports_and_other_calls_are_not(save: str) -> None:
