@@ -14,11 +14,11 @@ What this module reads, per module:
 - its **entries**: (key, value) pairs; a ``**spread``, an ``update(other)``, the dict handed to
   another call before the save, or two bindings make the content unknown, and unknown checkpoints
   are not reported;
-- **state**: a literal value (``"optimizer": None``) holds none; a ``.state_dict()`` call on an optimizer (`TrainingIterations.is_optimizer`) or under
-  an ``optim...`` key is the optimizer's; another ``.state_dict()`` (``model.state_dict()``,
-  ``unwrap(model).state_dict()``) or a ``model``/``state_dict`` key is the model's; a scaler's
-  ``state_dict()``, a scaler itself, or a key naming one (``scaler``, ``grad_scaler``, ``amp``) is
-  the scaler's;
+- **state**: a literal value (``"optimizer": None``) holds none; a ``.state_dict()`` call on
+  an optimizer (`TrainingIterations.is_optimizer`) or under an ``optim...`` key is the
+  optimizer's; another ``.state_dict()`` (``model.state_dict()``, ``unwrap(model).state_dict()``)
+  or a ``model``/``state_dict`` key is the model's; a scaler's ``state_dict()``, a scaler itself,
+  or a key naming one (``scaler``, ``grad_scaler``, ``amp``) is the scaler's;
 - **reads**: ``<optimizer>.load_state_dict(...)``, and whether the module ever restores a scaler
   (``<scaler>.load_state_dict(...)`` or a read of a ``"scaler"`` key).
 
@@ -379,9 +379,7 @@ def _is_literal(value: cst.BaseExpression) -> bool:
     """``None``, ``True``, a number or a string: a value that holds no state."""
     if isinstance(value, cst.Name):
         return value.value in {"None", "True", "False"}
-    return isinstance(
-        value, cst.SimpleString | cst.ConcatenatedString | cst.Integer | cst.Float
-    )
+    return isinstance(value, cst.SimpleString | cst.ConcatenatedString | cst.Integer | cst.Float)
 
 
 def _key_text(key: cst.BaseExpression | None) -> str | None:

@@ -2,7 +2,8 @@
 
 AMP013 asks whether a call written once runs again before something else does: a loop around it
 repeats it unless the loop ``break``s, the call's argument follows the loop variable (``for opt in
-optimizers: scaler.unscale_(opt)``), or a condition guarding the other call holds on every pass.
+optimizers: scaler.unscale_(opt)``, or a name bound from it, ``opt = opts[name]``), or a
+condition guarding the other call holds on every pass.
 A condition that mentions the loop variable or a name the body rebinds (``(idx + 1) % accum ==
 0``, ``accum_step % k == 0`` after ``accum_step += 1``) may change from pass to pass.
 """
@@ -43,6 +44,34 @@ def loop_targets(loop: cst.CSTNode) -> set[str]:
         for node in walk(loop.target)
         if isinstance(node, cst.Name | cst.Attribute) and (name := dotted_name(node))
     }
+
+
+def follows_the_target(index: ModuleIndex, loop: cst.CSTNode) -> set[str]:
+    """The loop targets and the names the body binds from them (``optimizer =
+    self.optimizers[group]`` in ``for group in groups:``): a different value on each pass."""
+    found = loop_targets(loop)
+    assigns = [
+        node
+        for node in index.nodes(cst.Assign)
+        if loop in set(index.ancestors(node))
+        and not any(
+            isinstance(a, cst.FunctionDef | cst.Lambda)
+            for a in index.ancestors(node)
+            if a is not loop and loop in set(index.ancestors(a))
+        )
+    ]
+    grown = True
+    while grown:
+        grown = False
+        for assign in assigns:
+            if not variables_read(assign.value) & found:
+                continue
+            for target in assign.targets:
+                name = dotted_name(target.target)
+                if name is not None and name not in found:
+                    found.add(name)
+                    grown = True
+    return found
 
 
 def rebound_in(index: ModuleIndex, loop: cst.CSTNode) -> set[str]:

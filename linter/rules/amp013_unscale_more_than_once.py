@@ -9,7 +9,13 @@ import libcst as cst
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._dotted_names import words
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model._loop_passes import breaks, loop_targets, loops_between, mentions, per_pass_names
+from linter.model._loop_passes import (
+    breaks,
+    follows_the_target,
+    loops_between,
+    mentions,
+    per_pass_names,
+)
 from linter.model._module_index import ModuleIndex, module_index
 from linter.model._scaler_identity import is_disabled, same_scaler
 
@@ -290,13 +296,13 @@ def _repeated_by_a_loop(
     if unscale.optimizer is None:
         return None
     for loop in loops_between(index, unscale.site, iteration.scope):
-        if mentions(unscale.optimizer, loop_targets(loop)) or breaks(loop):
+        if mentions(unscale.optimizer, follows_the_target(index, loop)) or breaks(loop):
             return None
         if not any(loop in set(index.ancestors(u.site)) for u in _updates(iteration, unscale)):
             return _finding(unscale, "it runs in a loop inside the iteration (micro-batches?)", ())
     scope = iteration.scope
     if not isinstance(scope, cst.For | cst.While) or mentions(
-        unscale.optimizer, loop_targets(scope)
+        unscale.optimizer, follows_the_target(index, scope)
     ):
         return None
     updates = [

@@ -10,6 +10,7 @@ from linter._rule import ModuleContext
 from linter.model._loop_passes import (
     assigned_in,
     breaks,
+    follows_the_target,
     loop_targets,
     loops_between,
     mentions,
@@ -145,3 +146,19 @@ def test_assigned_in_holds_plain_assignments_in_the_loop() -> None:
     )
     (loop,) = index.nodes(cst.For)
     assert assigned_in(index, loop) == {"scaler"}
+
+
+def test_names_bound_from_the_loop_target_follow_it() -> None:
+    index = _index(
+        """
+        for group in groups:
+            optimizer = self.optimizers[group]
+            inner = optimizer.inner
+            shared = self.optimizers["backbone"]
+            limit = config.max_norm
+            def later():
+                hidden = group
+        """
+    )
+    (loop,) = index.nodes(cst.For)
+    assert follows_the_target(index, loop) == {"group", "optimizer", "inner"}
