@@ -9,7 +9,8 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._dotted_names import dotted_name
+from linter.model._device_syncs import follows_device_sync
+from linter.model._dotted_names import ImportAliases, dotted_name
 from linter.model._module_index import module_index
 from linter.model._per_step import PerStepAnalysis
 from linter.model._scale_reads import ScaleRead, scale_reads, skip_detections
@@ -58,7 +59,9 @@ class GetScaleEveryStep(Rule):
     `return` while it is cached, or in a `functools.cache`/`lru_cache` function — unless
     something unsets it again every step (`self._scale = None` in a per-step hook), a loop
     over a collection (`.items()`, `.parameters()`,
-    `param_groups`), and HF's `on_log` (it runs every `logging_steps`). A gradient-accumulation
+    `param_groups`), HF's `on_log` (it runs every `logging_steps`), and a read after an
+    unconditional `torch.cuda.synchronize()` in the same iteration (the host already waited for
+    the device; a `loss.item()` does not count). A gradient-accumulation
     guard (`(i + 1) % accum_steps == 0`) and configuration flags (`if args.amp:`,
     `if scaler is not None:`) still run every step. How a modulo guard is told apart: a name in
     the test that says accumulation (`accum`, `grad_acc`, `update_freq`, `micro_batch`,
@@ -252,12 +255,13 @@ for step, (x, y) in enumerate(loader):
         if not reads:
             return
         is_scaler_call = receivers.is_scaler_method_call
+        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
         analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = skip_detections(index, reads, is_scaler_call)
         for read in reads:
             why = analysis.reason(read.node)
-            if why is None:
-                continue
+            if why is None or follows_device_sync(index, aliases, read.node):
+                continue  # no per-step sync, or the host already waited for the device
             text = context.module.code_for_node(read.node)
             message = _message(text, read, why, read.node in skip_checks, receivers)
             yield Finding(read.node, message, fix=_peek_scale_fix(read.node, receivers))

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
+from linter.model._bf16_only_steps import Bf16OnlySteps
 from linter.model._dotted_names import dotted_name
 from linter.model._iteration import Kind, of_module
 from linter.model._lr_schedulers import Hold, lr_schedulers
@@ -36,7 +37,10 @@ class SchedulerStepsOnSkippedStep(Rule):
     - schedulers that hold themselves back or belong to a framework: ampscale's
       `SkipAwareScheduler`, one returned by `accelerator.prepare` or `deepspeed.initialize`,
       Lightning's and Hugging Face Trainer's own;
-    - a step under a test the linter cannot read (a periodic guard, an unknown condition).
+    - a step under a test the linter cannot read (a periodic guard, an unknown condition);
+    - a scaler that is on, or stepped, only under a bf16 switch (`if use_bf16:`,
+      `GradScaler(enabled=cfg.bf16)`) beside autocasts that then run bf16: bf16 does not
+      overflow, so no step is skipped (AMP010 reports the scaler itself).
 
     This rule is **off by default**: it is right about most AMP training loops, which is too
     many reports for a default run. Turn it on with `--extend-select AMP015`.
@@ -261,7 +265,9 @@ for batch in loader:
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         model = of_module(context)
-        schedulers = lr_schedulers(module_index(context), model.receivers)
+        index = module_index(context)
+        schedulers = lr_schedulers(index, model.receivers)
+        bf16_only = Bf16OnlySteps(index, model.aliases, model.facts, model.receivers)
         by_scope = {
             iteration.scope: iteration
             for iteration in model.iterations
@@ -276,7 +282,10 @@ for batch in loader:
                 continue
             if schedulers.hold(call, scope) is not Hold.NEVER:
                 continue
-            step = iteration.of(Kind.SCALER_STEP)[0]
+            steps = iteration.of(Kind.SCALER_STEP)
+            if all(bf16_only.only_bf16(s.call, s.scaler) for s in steps):
+                continue  # bf16 never overflows: the steps are not skipped (AMP010's case)
+            step = steps[0]
             yield Finding(
                 call,
                 _message(dotted_name(call.func.value) or "scheduler"),  # type: ignore[attr-defined]
