@@ -143,18 +143,17 @@ class ResultCache:
         ids = tuple(id(rule) for rule in rules)
         found = self._settings.get(ids)
         if found is None:
-            described = [
-                [
-                    type(rule).__module__,
-                    type(rule).__qualname__,
-                    rule.code,
-                    _jsonable(rule.settings),
-                ]
-                for rule in rules
-            ]
-            found = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
-            self._settings[ids] = found
+            found = self._settings[ids] = rules_fingerprint(rules)
         return found
+
+
+def rules_fingerprint(rules: Sequence[Rule]) -> str:
+    """A hash of the configured rules: their classes, codes and settings."""
+    described = [
+        [type(rule).__module__, type(rule).__qualname__, rule.code, _jsonable(rule.settings)]
+        for rule in rules
+    ]
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
 
 
 def _kind(path: str) -> str:

@@ -354,10 +354,6 @@ def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
     )
 
 
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
 def _files_under(files: Sequence[str], folder: str) -> list[str]:
     """The paths of sorted ``files`` under ``folder``."""
     import bisect
@@ -373,16 +369,10 @@ def _files_under(files: Sequence[str], folder: str) -> list[str]:
 
 
 def _wants_key(rules: Sequence[Rule]) -> str:
-    """What decides the pre-filter of ``rules``: their classes and settings (a file's facts
-    say whether it passed the pre-filter of these rules)."""
-    import hashlib
-    import json
+    """What decides the pre-filter of ``rules`` (a file's facts say whether it passed it)."""
+    from linter._cache import rules_fingerprint
 
-    described = sorted(
-        [type(rule).__module__, type(rule).__qualname__, rule.code, repr(rule.settings)]
-        for rule in rules
-    )
-    return hashlib.sha256(json.dumps(described).encode()).hexdigest()
+    return rules_fingerprint(rules)
 
 
 def _projects(
@@ -396,7 +386,7 @@ def _projects(
     """Build the project around each path (see `linter.model`); path -> its project's root."""
     from linter._cache import code_fingerprint
     from linter._engine import _available_cpus, use_projects
-    from linter.model._project_build import SummaryStore, build_projects, roots_of
+    from linter.model._project_build import SummaryStore, build_projects, is_within, roots_of
 
     absolute = {path: os.path.abspath(path) for path in paths}
     # Files with no project marker above them form one project: the folder the run was asked
@@ -416,7 +406,7 @@ def _projects(
     found_files = sorted(absolute.values())
     requests = []
     for root in by_root:
-        if any(_under(root, folder) for folder in walked):
+        if any(is_within(root, folder) for folder in walked):
             files = _files_under(found_files, root)
         else:
             files = [

@@ -30,6 +30,7 @@ __all__ = [
     "SummaryStore",
     "build_project",
     "build_projects",
+    "is_within",
     "roots_of",
     "scan_imports",
 ]
@@ -298,7 +299,7 @@ def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[s
         root = known.get(folder)
         if root is None:
             fallback = next(
-                (top for top in folders if _within(path, top)),
+                (top for top in folders if is_within(path, top)),
                 None,
             )
             root = known[folder] = find_root(path, fallback)
@@ -306,5 +307,6 @@ def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[s
     return found
 
 
-def _within(path: str, folder: str) -> bool:
+def is_within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both absolute)."""
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
