@@ -47,7 +47,9 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
     positions: dict[cst.CSTNode, tuple[int, int]] = {}
     # Only the last index's ends are kept (`line_numbers_cached` holds one index at a time).
     _ENDS.clear()
+    _LINES.clear()
     ends = _ENDS.setdefault(id(index), {})
+    _LINES[id(index)] = lines
     for cst_type, ast_types in _PAIRS:
         ours = index.nodes(cst_type)
         # Every paired kind is an ast.stmt or ast.expr, the node classes that carry positions.
@@ -71,6 +73,8 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
 
 #: id(index) -> function -> its last line, filled by `line_numbers` (see `function_source`).
 _ENDS: dict[int, dict[cst.CSTNode, int]] = {}
+#: id(index) -> the text's lines, kept with `_ENDS`.
+_LINES: dict[int, list[str]] = {}
 
 
 def function_source(text: str, index: ModuleIndex, function: cst.FunctionDef) -> str | None:
@@ -81,7 +85,10 @@ def function_source(text: str, index: ModuleIndex, function: cst.FunctionDef) ->
     if positions is None or function not in ends:
         return None
     start = positions[function][0]
-    return textwrap.dedent("\n".join(text.splitlines()[start - 1 : ends[function]])) + "\n"
+    # The text's lines as `line_numbers` split them: splitting again per function made a file
+    # of many functions quadratic.
+    lines = _LINES[id(index)]
+    return textwrap.dedent("\n".join(lines[start - 1 : ends[function]])) + "\n"
 
 
 _CACHE: dict[int, tuple[ModuleIndex, Mapping[cst.CSTNode, tuple[int, int]] | None]] = {}

@@ -458,7 +458,16 @@ class PerStepAnalysis:
         self._hierarchy: dict[cst.ClassDef, set[cst.ClassDef]] | None = None
         self._instances: dict[str, cst.ClassDef | str] | None = None
         self._cache: dict[cst.CSTNode, str | None] = {}
-        self._flags: frozenset[str] | None = None
+        #: function -> the shallowest depth a search of its callers in this module started at
+        #: and found no reason. A search from as deep or deeper has a smaller budget and finds
+        #: none either: the functions it skips as already on its path are searches in progress
+        #: (on this path too) or finished without a reason, and each new reason empties this
+        #: memo. Without it, a module whose methods call each other by one name
+        #: (`from_pretrained` in every class) searched the same callers once per path.
+        self._unreached: dict[cst.FunctionDef, int] = {}
+        #: name -> whether an assignment binds it to a guard test (see `_is_guard_flag`).
+        self._flags: dict[str, bool] | None = None
+        self._assigned: dict[str, list[cst.BaseExpression]] = {}
         #: block -> (statement -> its rank, rank of the first exit guard or None).
         self._exit_guards: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], int | None]] = {}
         self._aliases: ImportAliases | None = None
@@ -500,7 +509,7 @@ class PerStepAnalysis:
         positive = True
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             positive, test = not positive, test.expression
-        if not isinstance(test, cst.Name) or test.value not in self._guard_flags():
+        if not isinstance(test, cst.Name) or not self._is_guard_flag(test.value):
             return None
         bound = bindings(self._index).visible(test)
         if len(bound) != 1 or not isinstance(bound[0], cst.Assign) or len(bound[0].targets) != 1:
@@ -510,17 +519,24 @@ class PerStepAnalysis:
             return None
         return Guard(flag.kind, flag.fires_when_true == positive)
 
-    def _guard_flags(self) -> frozenset[str]:
-        """Names some assignment of the module binds to a guard test: only a test of one of
-        these needs the scope pass (`bindings`), which costs more than the rest of a summary."""
+    def _is_guard_flag(self, name: str) -> bool:
+        """Whether some assignment of the module binds ``name`` to a guard test: only a test of
+        such a name needs the scope pass (`bindings`), which costs more than the rest of a
+        summary. Judged per name asked about: classifying every assignment's value up front was
+        a tenth of a summary's time (large literals walked for nothing)."""
         if self._flags is None:
-            self._flags = frozenset(
-                target.target.value
-                for assign in self._index.nodes(cst.Assign)
-                for target in assign.targets
-                if isinstance(target.target, cst.Name) and classify_guard(assign.value) is not None
-            )
-        return self._flags
+            assigned: dict[str, list[cst.BaseExpression]] = {}
+            for assign in self._index.nodes(cst.Assign):
+                for target in assign.targets:
+                    if isinstance(target.target, cst.Name):
+                        assigned.setdefault(target.target.value, []).append(assign.value)
+            self._assigned = assigned
+            self._flags = {}
+        known = self._flags.get(name)
+        if known is None:
+            values = self._assigned.get(name, ())
+            known = self._flags[name] = any(classify_guard(value) is not None for value in values)
+        return known
 
     def _inherits(self, node: cst.CSTNode) -> bool:
         child = node
@@ -590,13 +606,19 @@ class PerStepAnalysis:
         if function in self._cache:
             return self._cache[function]
         found = None
-        for call in self._calls_to(function):
-            why = self._reason(call, depth + 1, visiting | {function})
-            if why is not None:
-                found = f"in `{function.name.value}()`, called {why}"
-                break
+        if self._unreached.get(function, MAX_CALL_DEPTH) > depth:
+            for call in self._calls_to(function):
+                why = self._reason(call, depth + 1, visiting | {function})
+                if why is not None:
+                    found = f"in `{function.name.value}()`, called {why}"
+                    break
+            if found is None:
+                self._unreached[function] = depth
         if found is None and depth == 0 and self._project is not None:
             found = self._project.per_step_reason(self._context, function)
+        if found is not None:
+            # A new reason may reach what was unreached before: those searches are redone.
+            self._unreached.clear()
         if depth == 0 or found is not None:
             self._cache[function] = found
         return found
