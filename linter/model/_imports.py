@@ -54,6 +54,13 @@ class ModuleFiles:
         #: Every project file, absolute and normalised.
         self.files: frozenset[str] = frozenset(os.path.abspath(f) for f in files)
         self._folders = frozenset(os.path.dirname(f) for f in self.files)
+        #: Every name a module path found here can start with: the folder names on the
+        #: project files' paths and the files' stems. An absolute import starting with another
+        #: name (``torch``, ``os``) is not the project's, without a look in each search root
+        #: (most of a tree's imports, and most of the time resolving them took).
+        self._heads = frozenset(
+            part for folder in self._folders for part in folder.split(os.sep)
+        ) | frozenset(os.path.splitext(os.path.basename(f))[0] for f in self.files)
         self._cache: dict[tuple[str, str, int, tuple[str, ...]], ImportTarget | None] = {}
         self._roots: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
@@ -123,7 +130,7 @@ class ModuleFiles:
                 base = os.path.dirname(base)
             roots = [base]
         else:
-            if not parts:
+            if not parts or parts[0] not in self._heads:
                 return None
             roots = self.search_roots(importer, extra_roots)
         for root in roots:

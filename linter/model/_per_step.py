@@ -465,6 +465,8 @@ class PerStepAnalysis:
         #: memo. Without it, a module whose methods call each other by one name
         #: (`from_pretrained` in every class) searched the same callers once per path.
         self._unreached: dict[cst.FunctionDef, int] = {}
+        #: simple statement -> `call_site`'s answer for its calls (see `_statement_line`).
+        self._sites: dict[cst.SimpleStatementLine, tuple[str | None, bool]] = {}
         #: name -> whether an assignment binds it to a guard test (see `_is_guard_flag`).
         self._flags: dict[str, bool] | None = None
         self._assigned: dict[str, list[cst.BaseExpression]] = {}
@@ -496,8 +498,26 @@ class PerStepAnalysis:
         """Whether a call site runs every step on its own (the reason), and whether it runs
         whenever its function runs (``open``: no loop, guard or step loop in between), so that
         the function's callers decide."""
-        reason = self._reason(call, MAX_CALL_DEPTH, frozenset())
-        return reason, reason is None and self._inherits(call)
+        line = self._statement_line(call)
+        known = self._sites.get(line) if line is not None else None
+        if known is None:
+            reason = self._reason(call, MAX_CALL_DEPTH, frozenset())
+            known = reason, reason is None and self._inherits(call)
+            if line is not None:
+                self._sites[line] = known
+        return known
+
+    def _statement_line(self, call: cst.Call) -> cst.SimpleStatementLine | None:
+        """The simple statement holding ``call`` with only expressions in between (no lambda):
+        every call of that line gets the same answer from `call_site`, as the questions it
+        asks (guards, loops, blocks, the function) start at the line. A line holds two or
+        three calls on average."""
+        for ancestor in self._index.ancestors(call):
+            if isinstance(ancestor, cst.SimpleStatementLine):
+                return ancestor
+            if isinstance(ancestor, cst.Lambda | cst.BaseCompoundStatement):
+                return None
+        return None
 
     def guard(self, test: cst.BaseExpression) -> Guard | None:
         """`classify_guard`, also through a flag bound once to a guard and tested later

@@ -114,3 +114,12 @@ def test_without_a_marker_the_fallback_is_the_root(tmp_path: Path) -> None:
     target.write_text("", encoding="utf-8")
     assert find_root(str(target), str(tmp_path)) == str(tmp_path)
     assert find_root(str(target)) == str(tmp_path / "a")
+
+
+def test_a_namespace_package_holding_only_packages(tmp_path: Path) -> None:
+    # `ns` holds no file of its own: its name is known from the paths below it all the same.
+    files = project(tmp_path, ["train.py", "ns/models/vit.py"])
+    found = files.resolve(str(tmp_path / "train.py"), "ns.models.vit", name="build")
+    assert found == ImportTarget(str(tmp_path / "ns/models/vit.py"), "build")
+    found = files.resolve(str(tmp_path / "train.py"), "ns.models", name="vit")
+    assert found == ImportTarget(str(tmp_path / "ns/models/vit.py"))
