@@ -12,8 +12,9 @@ order, from plain attribute reads. A type whose method cannot be read falls back
 from __future__ import annotations
 
 import inspect
+import operator
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
@@ -46,41 +47,73 @@ def _visited_fields(kind: type[cst.CSTNode]) -> tuple[str, ...] | None:
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """What ``node.children`` gives, in the same order, at a fraction of its cost."""
-    kind = type(node)
     try:
-        fields = _FIELDS[kind]
+        read = _READERS[type(node)]
     except KeyError:
-        fields = _FIELDS[kind] = _visited_fields(kind)
-    if fields is None:
+        read = _reader(type(node))
+    if read is None:
         return list(node.children)
-    return _values(node, fields)
+    return _values(read(node))
 
 
 def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """`children` without layout nodes (whitespace, parentheses, separators: `_LAYOUT`): what
     the index and `descendants` walk, as no analysis asks about layout."""
-    return [child for child in children(node) if type(child) not in _LAYOUT]
+    try:
+        read = _READERS[type(node)]
+    except KeyError:
+        read = _reader(type(node))
+    if read is None:
+        return [child for child in node.children if type(child) not in _LAYOUT]
+    return _values(read(node), _CODE)
 
 
-def _values(node: cst.CSTNode, fields: tuple[str, ...]) -> list[cst.CSTNode]:
+#: node type -> a getter of its visited fields' values, as a tuple (None: unreadable).
+_READERS: dict[type[cst.CSTNode], Callable[[cst.CSTNode], tuple[object, ...]] | None] = {}
+
+
+def _reader(kind: type[cst.CSTNode]) -> Callable[[cst.CSTNode], tuple[object, ...]] | None:
+    fields = _FIELDS[kind] = _visited_fields(kind)
+    if fields is None:
+        read = None
+    elif len(fields) == 1:
+        # One attrgetter call reads every field; with one name it returns the bare value.
+        one = operator.attrgetter(fields[0])
+        read = lambda node: (one(node),)  # noqa: E731  # a getter, kept in a table
+    elif fields:
+        read = operator.attrgetter(*fields)
+    else:
+        read = lambda node: ()  # noqa: E731
+    _READERS[kind] = read
+    return read
+
+
+def _values(values: tuple[object, ...], kept: frozenset[str] = frozenset()) -> list[cst.CSTNode]:
+    """The nodes among field values, sequences flattened; ``kept`` (`_CODE`) leaves layout
+    out, else every node is kept."""
+    kept = kept or _ANY_NODE
     found: list[cst.CSTNode] = []
-    for field in fields:
-        value = getattr(node, field)
+    for value in values:
         # By the value's exact type, from a table: isinstance against CSTNode, an ABC, was
         # most of this function's time.
         shape = _SHAPES.get(type(value))
         if shape is None:
             shape = _shape(type(value))
-        if shape is _NODE:
-            found.append(value)
+        if shape in kept:
+            found.append(value)  # type: ignore[arg-type]  # its shape says it is a node
         elif shape is _MANY:
             found.extend(
-                item for item in value if (_SHAPES.get(type(item)) or _shape(type(item))) is _NODE
+                item
+                for item in value  # type: ignore[attr-defined]  # its shape says it is a sequence
+                if (_SHAPES.get(type(item)) or _shape(type(item))) in kept
             )
     return found
 
 
-_NODE, _MANY, _OTHER = "node", "many", "other"
+_NODE, _LAYOUT_NODE, _MANY, _OTHER = "node", "layout", "many", "other"
+#: Shapes `children` keeps; `code_children` keeps the first only.
+_ANY_NODE = frozenset({_NODE, _LAYOUT_NODE})
+_CODE = frozenset({_NODE})
 
 #: value type -> whether it is a node, a sequence of nodes or neither.
 _SHAPES: dict[type, str] = {}
@@ -88,7 +121,7 @@ _SHAPES: dict[type, str] = {}
 
 def _shape(kind: type) -> str:
     if issubclass(kind, cst.CSTNode):
-        shape = _NODE
+        shape = _LAYOUT_NODE if kind in _LAYOUT else _NODE
     elif issubclass(kind, (tuple, list)):
         shape = _MANY
     else:
