@@ -108,9 +108,9 @@ class ModuleContext:
         """Record that ``root`` (a grafted function) and its nodes stand for ``site``: its code
         nodes (``nodes``, when the caller has walked them already), as every question asked of
         a grafted node is asked of one (layout nodes are a module's own: comments, commas)."""
-        foreign = self.foreign
-        for node in nodes if nodes is not None else (root, *descendants(root)):
-            foreign[node] = site
+        self.foreign.update(
+            dict.fromkeys(nodes if nodes is not None else (root, *descendants(root)), site)
+        )
 
     @property
     def wrapper(self) -> MetadataWrapper:

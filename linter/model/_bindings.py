@@ -18,7 +18,7 @@ import libcst as cst
 
 from linter.model._dotted_names import dotted_name
 from linter.model._module_index import ModuleIndex
-from linter.model._tree import children
+from linter.model._tree import code_children
 
 
 @dataclass(eq=False)
@@ -109,10 +109,16 @@ class Bindings:
     def _walk(self, root: cst.CSTNode, scope: Scope) -> None:
         # Iterative, in source order: (node, scope) pairs; a new scope starts at its node.
         stack: list[tuple[cst.CSTNode, Scope]] = [
-            (child, scope) for child in reversed(children(root))
+            (child, scope) for child in reversed(code_children(root))
         ]
         while stack:
             node, current = stack.pop()
+            kind = type(node)
+            if kind not in _SPECIAL:
+                # Most nodes neither open a scope, bind nor are a name: by the exact type
+                # (libcst's node classes are final), not a chain of isinstance checks.
+                stack.extend((child, current) for child in reversed(_read_children(node)))
+                continue
             inner = current
             if isinstance(node, cst.FunctionDef | cst.ClassDef):
                 self._bind(current, node.name.value, node)
@@ -142,7 +148,7 @@ class Bindings:
             if isinstance(node, cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp):
                 inner = Scope(node, current)
                 self.scopes[node] = inner
-                stack.extend((child, inner) for child in reversed(children(node)))
+                stack.extend((child, inner) for child in reversed(code_children(node)))
                 continue
             if isinstance(node, cst.Global):
                 current.globals.update(item.name.value for item in node.names)
@@ -156,6 +162,27 @@ class Bindings:
                 self._reads[node] = current
                 continue
             stack.extend((child, current) for child in reversed(_read_children(node)))
+
+
+#: Node types `_bound_by` binds names for.
+_BINDERS = (
+    cst.Import, cst.ImportFrom, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor,
+    cst.WithItem, cst.NamedExpr, cst.ExceptHandler,
+)  # fmt: skip
+#: Node types some of whose children are not read (`_read_children`).
+_READ_SPECIAL = frozenset(
+    {
+        cst.Import, cst.ImportFrom, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+        cst.CompFor, cst.AsName, cst.NamedExpr, cst.ExceptHandler,
+    }
+)  # fmt: skip
+#: Node types the walk does more with than reading their children.
+_SPECIAL = frozenset(
+    {
+        cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.GeneratorExp,
+        cst.DictComp, cst.Global, cst.Nonlocal, cst.Name, *_BINDERS,
+    }
+)  # fmt: skip
 
 
 def _params(params: cst.Parameters) -> Iterator[cst.Param]:
@@ -206,10 +233,11 @@ def _bound_by(node: cst.CSTNode) -> Iterator[str]:
 def _read_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The children of ``node`` that may hold name reads (not attribute names, keyword names,
     import paths or the targets a binding writes)."""
-    if isinstance(node, cst.Attribute):
-        return [node.value]
-    if isinstance(node, cst.Arg):
-        return [node.value]
+    kind = type(node)
+    if kind is cst.Attribute or kind is cst.Arg:
+        return [node.value]  # type: ignore[attr-defined]  # both have a value
+    if kind not in _READ_SPECIAL:
+        return code_children(node)
     if isinstance(node, cst.Import | cst.ImportFrom):
         return []
     if isinstance(node, cst.AssignTarget):
@@ -219,15 +247,15 @@ def _read_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(node, cst.AugAssign):
         return [node.target, node.value]
     if isinstance(node, cst.For | cst.CompFor):
-        rest = [c for c in children(node) if c is not node.target]
+        rest = [c for c in code_children(node) if c is not node.target]
         return [*_target_reads(node.target), *rest]
     if isinstance(node, cst.AsName):
         return _target_reads(node.name)
     if isinstance(node, cst.NamedExpr):
         return [node.value]
     if isinstance(node, cst.ExceptHandler):
-        return [c for c in children(node) if c is not node.name]
-    return list(children(node))
+        return [c for c in code_children(node) if c is not node.name]
+    return code_children(node)
 
 
 def _target_reads(target: cst.CSTNode) -> list[cst.CSTNode]:

@@ -155,7 +155,7 @@ def _resets(index: ModuleIndex, guard: cst.CSTNode, test: _Test) -> tuple[cst.CS
     # for the module's other guards (a walk per guard was most of a summary's time in files
     # with many memo guards).
     deletions = index.shared(
-        _DELETIONS, lambda: [n for n in walk(index.module) if isinstance(n, cst.Del)]
+        _DELETIONS, lambda: [n for n in descendants(index.module) if isinstance(n, cst.Del)]
     )
     found.extend(
         node for node in deletions if node not in inside and dotted_name(node.target) == test.target
