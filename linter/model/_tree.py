@@ -74,6 +74,7 @@ _READERS: dict[type[cst.CSTNode], Callable[[cst.CSTNode], tuple[object, ...]] | 
 
 def _reader(kind: type[cst.CSTNode]) -> Callable[[cst.CSTNode], tuple[object, ...]] | None:
     fields = _FIELDS[kind] = _visited_fields(kind)
+    read: Callable[[cst.CSTNode], tuple[object, ...]] | None
     if fields is None:
         read = None
     elif len(fields) == 1:
