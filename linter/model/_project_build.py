@@ -294,6 +294,7 @@ def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[s
     folders = sorted((os.path.abspath(top) for top in tops), key=len)
     # One root per folder: the markers are looked for once per folder, not once per file.
     known: dict[str, str] = {}
+    marked: dict[str, bool] = {}
     for path in paths:
         folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
         root = known.get(folder)
@@ -302,7 +303,7 @@ def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[s
                 (top for top in folders if is_within(path, top)),
                 None,
             )
-            root = known[folder] = find_root(path, fallback)
+            root = known[folder] = find_root(path, fallback, marked)
         found.setdefault(root, []).append(path)
     return found
 

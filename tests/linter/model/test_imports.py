@@ -123,3 +123,29 @@ def test_a_namespace_package_holding_only_packages(tmp_path: Path) -> None:
     assert found == ImportTarget(str(tmp_path / "ns/models/vit.py"), "build")
     found = files.resolve(str(tmp_path / "train.py"), "ns.models", name="vit")
     assert found == ImportTarget(str(tmp_path / "ns/models/vit.py"))
+
+
+def test_roots_found_together_look_in_each_folder_once(tmp_path: Path) -> None:
+    # Two projects side by side, one nested in a folder of the other: each folder's answer is
+    # the nearest marker's, whichever folder was asked about first.
+    for folder in ("repo/tools", "repo/sub/pkg", "other/x"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "repo" / ".git").mkdir()
+    (tmp_path / "repo" / "sub" / "setup.py").write_text("", encoding="utf-8")
+    marked: dict[str, bool] = {}
+    found = [
+        find_root(str(tmp_path / folder / "m.py"), str(tmp_path), marked)
+        for folder in ("repo/sub/pkg", "repo/tools", "other/x", "repo/sub")
+    ]
+    assert found == [
+        str(tmp_path / "repo" / "sub"),
+        str(tmp_path / "repo"),
+        str(tmp_path),
+        str(tmp_path / "repo" / "sub"),
+    ]
+    assert found == [
+        find_root(str(tmp_path / folder / "m.py"), str(tmp_path))
+        for folder in ("repo/sub/pkg", "repo/tools", "other/x", "repo/sub")
+    ]
+    assert marked[str(tmp_path / "repo")]
+    assert not marked[str(tmp_path / "repo" / "tools")]
