@@ -468,8 +468,9 @@ class PerStepAnalysis:
         #: simple statement -> `call_site`'s answer for its calls (see `_statement_line`).
         self._sites: dict[cst.SimpleStatementLine, tuple[str | None, bool]] = {}
         #: name -> whether an assignment binds it to a guard test (see `_is_guard_flag`).
-        self._flags: dict[str, bool] | None = None
-        self._assigned: dict[str, list[cst.BaseExpression]] = {}
+        self._flags: dict[str, bool] = {}
+        #: name -> the values the module's assignments bind it to, collected on first use.
+        self._assigned: dict[str, list[cst.BaseExpression]] | None = None
         #: block -> (statement -> its rank, rank of the first exit guard or None).
         self._exit_guards: dict[cst.CSTNode, tuple[dict[cst.CSTNode, int], int | None]] = {}
         self._aliases: ImportAliases | None = None
@@ -544,14 +545,12 @@ class PerStepAnalysis:
         such a name needs the scope pass (`bindings`), which costs more than the rest of a
         summary. Judged per name asked about: classifying every assignment's value up front was
         a tenth of a summary's time (large literals walked for nothing)."""
-        if self._flags is None:
-            assigned: dict[str, list[cst.BaseExpression]] = {}
+        if self._assigned is None:
+            self._assigned = {}
             for assign in self._index.nodes(cst.Assign):
                 for target in assign.targets:
                     if isinstance(target.target, cst.Name):
-                        assigned.setdefault(target.target.value, []).append(assign.value)
-            self._assigned = assigned
-            self._flags = {}
+                        self._assigned.setdefault(target.target.value, []).append(assign.value)
         known = self._flags.get(name)
         if known is None:
             values = self._assigned.get(name, ())

@@ -45,27 +45,31 @@ def _visited_fields(kind: type[cst.CSTNode]) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(_VISITED_FIELD.findall(source)))
 
 
+_NODE, _LAYOUT_NODE, _MANY, _OTHER = "node", "layout", "many", "other"
+#: Shapes `children` keeps; `code_children` keeps the first only.
+_ANY_NODE = frozenset({_NODE, _LAYOUT_NODE})
+_CODE = frozenset({_NODE})
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """What ``node.children`` gives, in the same order, at a fraction of its cost."""
-    try:
-        read = _READERS[type(node)]
-    except KeyError:
-        read = _reader(type(node))
-    if read is None:
-        return list(node.children)
-    return _values(read(node))
+    return _nodes(node, _ANY_NODE)
 
 
 def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """`children` without layout nodes (whitespace, parentheses, separators: `_LAYOUT`): what
     the index and `descendants` walk, as no analysis asks about layout."""
+    return _nodes(node, _CODE)
+
+
+def _nodes(node: cst.CSTNode, kept: frozenset[str]) -> list[cst.CSTNode]:
     try:
         read = _READERS[type(node)]
     except KeyError:
         read = _reader(type(node))
     if read is None:
-        return [child for child in node.children if type(child) not in _LAYOUT]
-    return _values(read(node), _CODE)
+        return [c for c in node.children if kept is _ANY_NODE or type(c) not in _LAYOUT]
+    return _values(read(node), kept)
 
 
 #: node type -> a getter of its visited fields' values, as a tuple (None: unreadable).
@@ -89,10 +93,8 @@ def _reader(kind: type[cst.CSTNode]) -> Callable[[cst.CSTNode], tuple[object, ..
     return read
 
 
-def _values(values: tuple[object, ...], kept: frozenset[str] = frozenset()) -> list[cst.CSTNode]:
-    """The nodes among field values, sequences flattened; ``kept`` (`_CODE`) leaves layout
-    out, else every node is kept."""
-    kept = kept or _ANY_NODE
+def _values(values: tuple[object, ...], kept: frozenset[str]) -> list[cst.CSTNode]:
+    """The nodes among field values, sequences flattened, of the shapes in ``kept``."""
     found: list[cst.CSTNode] = []
     for value in values:
         # By the value's exact type, from a table: isinstance against CSTNode, an ABC, was
@@ -110,11 +112,6 @@ def _values(values: tuple[object, ...], kept: frozenset[str] = frozenset()) -> l
             )
     return found
 
-
-_NODE, _LAYOUT_NODE, _MANY, _OTHER = "node", "layout", "many", "other"
-#: Shapes `children` keeps; `code_children` keeps the first only.
-_ANY_NODE = frozenset({_NODE, _LAYOUT_NODE})
-_CODE = frozenset({_NODE})
 
 #: value type -> whether it is a node, a sequence of nodes or neither.
 _SHAPES: dict[type, str] = {}
