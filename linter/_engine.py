@@ -575,8 +575,10 @@ _PROJECTS: dict[str, Project] = {}
 
 def use_projects(projects: dict[str, Project]) -> None:
     """Make ``projects`` the ones jobs are linted against (a worker's initializer too)."""
+    # Copied first: a forked worker is handed `_PROJECTS` itself, which clearing would empty.
+    chosen = dict(projects)
     _PROJECTS.clear()
-    _PROJECTS.update(projects)
+    _PROJECTS.update(chosen)
 
 
 def run_job(job: Job) -> FileReport:

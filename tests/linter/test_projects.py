@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from linter._engine import PARALLEL_MIN_FILES
 from linter.api import lint_paths
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
@@ -73,3 +74,24 @@ def test_every_rule_has_a_positive_and_a_negative_project() -> None:
     for code in codes:
         assert any(n.startswith(f"{code}_pos_") for n in names), code
         assert any(n.startswith(f"{code}_neg_") for n in names), code
+
+
+def test_many_projects_in_worker_processes_report_what_each_reports_alone(tmp_path: Path) -> None:
+    # Every fixture project in one run with two workers: each worker must lint against the
+    # projects the main process built. (A forked worker once emptied them while "setting" them
+    # from the very dict it held: on 96 real repositories every cross-module finding of a
+    # whole-tree run was lost, while one file alone still had them.)
+    roots = [copied(folder, tmp_path) for folder in FOLDERS]
+    assert sum(1 for root in roots for _ in root.rglob("*.py")) >= 2 * PARALLEL_MIN_FILES
+    result = lint_paths([str(tmp_path)], select=["ALL"], jobs=2)
+    assert not result.errors, result.errors
+    found = {
+        (Path(d.path).resolve().relative_to(tmp_path.resolve()).as_posix(), d.line, d.code)
+        for d in result.diagnostics
+    }
+    wanted = {
+        (f"{root.name}/{relative}", line, code)
+        for root in roots
+        for relative, line, code in expected(root)
+    }
+    assert found == wanted
