@@ -95,3 +95,25 @@ def test_many_projects_in_worker_processes_report_what_each_reports_alone(tmp_pa
         for relative, line, code in expected(root)
     }
     assert found == wanted
+
+
+def test_two_repositories_vendoring_the_same_files_are_each_cached(tmp_path: Path) -> None:
+    # Real trees vendor the same modules (mmcv in both ControlNet and LAVIS, ``ldm`` in three
+    # diffusion repositories). A result depends on the project around the file, so identical
+    # bytes in two projects are two results: keyed by content alone, each copy's entry named
+    # the other project's summaries, and every warm run linted both copies again.
+    folder = PROJECTS / "amp001_pos_engine_and_main"
+    roots = [copied(folder, tmp_path / name) for name in ("first", "second")]
+    cache = tmp_path / "cache"
+    cold = lint_paths([str(tmp_path)], select=["ALL"], jobs=1, cache_dir=cache)
+    warm = lint_paths([str(tmp_path)], select=["ALL"], jobs=1, cache_dir=cache)
+    assert cold.files_parsed > 0
+    assert warm.files_parsed == 0
+    assert warm.files_cached == warm.files_checked
+    assert warm.diagnostics == cold.diagnostics
+    for root in roots:
+        mine = [d for d in warm.diagnostics if Path(d.path).resolve().is_relative_to(root)]
+        assert mine, root
+        for diagnostic in mine:
+            for related in diagnostic.related:
+                assert Path(related.path).resolve().is_relative_to(root.resolve()), related
