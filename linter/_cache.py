@@ -3,8 +3,9 @@
 An entry is keyed by a hash of the file's bytes, amp-lint's version and code, and the effective
 settings for that file (its rules and their options), so any change to one of them is a miss, never
 a stale hit. A file linted within a project adds its path: its findings depend on the modules
-around it, so two repositories vendoring the same module (mmcv, ``ldm``) hold two results. Entries are JSON (never pickle: a cache folder is just files anyone could have
-written), each checked field by field when read; a corrupt, truncated or foreign entry is a miss.
+around it, so two repositories vendoring the same module (mmcv, ``ldm``) hold two results.
+Entries are JSON (never pickle: a cache folder is just files anyone could have written), each
+checked field by field when read; a corrupt, truncated or foreign entry is a miss.
 Each is written to a temporary file and renamed into place, so runs sharing the folder at the
 same time never see half an entry. Like ``.ruff_cache``, the folder carries a ``CACHEDIR.TAG``
 (backup tools skip it) and a ``.gitignore`` holding ``*``.

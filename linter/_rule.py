@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, PositionProvider
 
 from linter._fix import SAFE, UNSAFE, NodeFix
+from linter._positions import StatementPositions
 from linter.model._tree import descendants
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class ModuleContext:
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type[BaseMetadataProvider[Any]], Mapping[cst.CSTNode, Any]] = {}
         self._lines: Mapping[cst.CSTNode, tuple[int, int]] | None = None
+        self._statements: StatementPositions | None = None
 
     @property
     def filter_text(self) -> str:
@@ -130,12 +132,23 @@ class ModuleContext:
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         """Source range of ``node`` (1-based lines, 0-based columns, as libcst gives them); a
-        node grafted from another module is placed at the call it was grafted under."""
-        positions: Mapping[cst.CSTNode, CodeRange] = self.resolve(PositionProvider)
+        node grafted from another module is placed at the call it was grafted under. Taken
+        from the code of the node's statement alone while that can say (`linter._positions`),
+        else from the whole module's metadata."""
         site = self.foreign.get(node)
-        if site is not None:
-            return positions[site.via]
-        return positions[node]
+        target = site.via if site is not None else node
+        if PositionProvider not in self._resolved:
+            if self._statements is None:
+                from linter.model._module_index import module_index
+
+                self._statements = StatementPositions(
+                    self.module, self.source, module_index(self).parent
+                )
+            found = self._statements.get(target)
+            if found is not None:
+                return found
+        positions: Mapping[cst.CSTNode, CodeRange] = self.resolve(PositionProvider)
+        return positions[target]
 
     def line_and_column(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of a call, loop or function (its ``def``) without position
