@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import warnings
 from collections.abc import Mapping
+from typing import cast
 
 import libcst as cst
 from libcst._position import CodeRange
@@ -95,8 +96,8 @@ class StatementPositions:
         while current is not None and not isinstance(current, _Line):
             current = self._parent.get(current)
         while isinstance(current, cst.If) and isinstance(self._parent.get(current), cst.If):
-            current = self._parent.get(current)
-        return current
+            current = self._parent[current]
+        return cast("_Line | None", current)
 
     def _generate(
         self, statement: _Line, first_line: int, line: int
@@ -122,7 +123,8 @@ class StatementPositions:
             statement._codegen(state)
         except Exception:  # a tree codegen cannot write is no tree to place
             return None
-        computed: dict[cst.CSTNode, CodeRange] = provider._computed
+        # PositionProvider's code generation records plain CodeRanges (no lazy values).
+        computed = cast("dict[cst.CSTNode, CodeRange]", provider._computed)
         first = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else statement
         lines = self._lines or {}
         # The check that keeps this honest: every statement the code places starts on the
