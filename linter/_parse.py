@@ -9,6 +9,11 @@ no-op while the parser runs; every node made afterwards (a rule's fix, `libcst.p
 elsewhere) is validated as usual. ``_validate`` only raises, it sets nothing, so the nodes are
 the ones a validated parse returns. Linting is single-threaded per process, so no other thread
 builds nodes meanwhile.
+
+The last module parsed is kept: a run that summarises a file and then lints it (an edited
+file, an editor's buffer) parses it once. Trees are immutable, and every analysis of one is
+held by the `ModuleContext` it was asked through, so two contexts share the tree and nothing
+else.
 """
 
 from __future__ import annotations
@@ -24,9 +29,21 @@ def _unchecked(self: CSTNode) -> None:
     """A node the parser built needs no check."""
 
 
+#: (text, its module) of the last parse.
+_LAST: list[tuple[str, cst.Module]] = []
+
+
 def parse_module(text: str) -> cst.Module:
     """``libcst.parse_module(text)``, without the per-node validation (see the module's
     docstring); raises what it raises."""
+    if _LAST and _LAST[0][0] == text:
+        return _LAST[0][1]
+    module = _parsed(text)
+    _LAST[:] = [(text, module)]
+    return module
+
+
+def _parsed(text: str) -> cst.Module:
     if _POST_INIT is None:
         return cst.parse_module(text)
     CSTNode.__post_init__ = _unchecked  # type: ignore[method-assign]  # restored below

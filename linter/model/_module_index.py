@@ -157,14 +157,16 @@ class ModuleIndex:
 
 
 # Rules run one after another on the same module; keeping the last index lets them share it
-# without holding every module of a run in memory.
-_last: list[tuple[cst.Module, ModuleIndex]] = []
+# without holding every module of a run in memory. It is the context's, not the tree's: a
+# summary and a lint of one file share the parsed tree (`linter._parse`), not the analyses,
+# which depend on the project around the module.
+_last: list[tuple[ModuleContext, ModuleIndex]] = []
 
 
 def module_index(context: ModuleContext) -> ModuleIndex:
     """The shared index of ``context.module``, built on first use."""
-    if _last and _last[0][0] is context.module:
+    if _last and _last[0][0] is context:
         return _last[0][1]
     index = ModuleIndex(context.module, context)
-    _last[:] = [(context.module, index)]
+    _last[:] = [(context, index)]
     return index
