@@ -29,7 +29,7 @@ Trainer's checkpoints) write no dict of optimizer state in user code, so they ne
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -53,6 +53,8 @@ OPTIMIZER_KEY = re.compile(r"optim", re.IGNORECASE)
 MODEL_KEY = re.compile(r"model|state_dict|net|weights|params", re.IGNORECASE)
 SCALER_KEY = re.compile(r"scaler|(^|_)amp($|_)", re.IGNORECASE)
 #: Callees that read a checkpoint file: ``torch.load``, ``load_checkpoint``, ``load_file``.
+#: An ``if`` test that picks the TPU/XLA path (``is_torch_tpu_available()``, ``args.use_xla``).
+_XLA_TEST = re.compile(r"tpu|xla", re.IGNORECASE)
 LOADER_NAME = re.compile(r"^(load|load_\w*|\w*_load)$", re.IGNORECASE)
 #: Callee names that restore state from a checkpoint (``load_checkpoint``, ``resume``).
 RESTORER_NAME = re.compile(r"load|resume|restore", re.IGNORECASE)
@@ -216,6 +218,29 @@ class Checkpoints:
                     and self.reads_a_checkpoint(call.args[0].value, call)
                 ):
                     yield call
+
+    def resume_loads(self, loads: Iterable[cst.Call]) -> list[cst.Call]:
+        """The first of ``loads`` in each function (a resume is one, whatever branches it
+        loads the optimizer in), leaving out the loads only a TPU/XLA branch runs
+        (``if is_torch_tpu_available():``): no GradScaler scales there."""
+        kept: dict[cst.CSTNode | None, cst.Call] = {}
+        for load in loads:
+            if not self._on_xla_branch(load):
+                kept.setdefault(self._index.enclosing_function(load), load)
+        return list(kept.values())
+
+    def _on_xla_branch(self, node: cst.CSTNode) -> bool:
+        index = self._index
+        child = node
+        for ancestor in index.ancestors(node):
+            if (
+                isinstance(ancestor, cst.If)
+                and child is ancestor.body
+                and _XLA_TEST.search(index.module.code_for_node(ancestor.test))
+            ):
+                return True
+            child = ancestor
+        return False
 
     def reads_a_checkpoint(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """``value`` comes out of a loaded file: ``ckpt["optimizer"]``, ``torch.load(...)``, or a

@@ -36,7 +36,9 @@ class ScalerStateNotCheckpointed(Rule):
       `ckpt.update(...)`) and then saved;
     - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)`) in a file
       that never restores the scaler's (no `scaler.load_state_dict(...)`, no read of a
-      `"scaler"` key).
+      `"scaler"` key), once per resume function, whichever branches load it; a load only a
+      TPU/XLA branch runs (`if is_torch_tpu_available():`) is left out, as no GradScaler
+      scales there.
 
     Not reported: exports (the model's state alone), a disabled scaler, checkpoints whose
     content the file does not show (a `**spread`, the dict handed to another function before
@@ -261,6 +263,22 @@ def train_one_epoch(model, loader, optimizer, scaler, epoch, output_dir):
         ),
         Example(
             """\
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def resume(self, path):
+        if is_torch_tpu_available():  # no GradScaler on TPU
+            state = torch.load(path, map_location="cpu")
+            self.optimizer.load_state_dict(state)
+        else:  # one resume, one report
+            self.optimizer.load_state_dict(torch.load(path, map_location=self.device))
+""",
+            (11,),
+        ),
+        Example(
+            """\
 def save_checkpoint(state, is_best, filename="checkpoint.pth.tar"):
     torch.save(state, filename)
 
@@ -330,7 +348,7 @@ save_checkpoint(
         if found.restores_a_scaler() or any(found.restores_a_scaler(h) for h in helpers):
             return
         loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
-        for load in loads:
+        for load in found.resume_loads(loads):
             if owners is not None and home(load) not in owners:
                 continue
             yield Finding(
