@@ -79,7 +79,7 @@ class StatementPositions:
         lines = self._statement_lines()
         if lines is None:
             return None
-        first = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else statement
+        first = _first(statement)
         known = lines.get(first)
         if known is None:
             return None
@@ -125,7 +125,7 @@ class StatementPositions:
             return None
         # PositionProvider's code generation records plain CodeRanges (no lazy values).
         computed = cast("dict[cst.CSTNode, CodeRange]", provider._computed)
-        first = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else statement
+        first = _first(statement)
         lines = self._lines or {}
         # The check that keeps this honest: every statement the code places starts on the
         # line CPython gives it.
@@ -199,3 +199,8 @@ def _lines_before_code(statement: _Line) -> int:
     if decorators:
         count += len(decorators[0].leading_lines)
     return count
+
+
+def _first(statement: _Line) -> cst.CSTNode:
+    """The statement CPython names for a statement line (its first small statement)."""
+    return statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else statement

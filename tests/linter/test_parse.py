@@ -11,8 +11,9 @@ import pytest
 import linter.rules
 from linter._engine import lint_text
 from linter._parse import parse_module
-from linter._rule import ModuleContext
+from linter._rule import ModuleContext, Rule
 from linter.model._module_index import module_index
+from linter.model._project import Project
 from linter.model._project_build import SummaryStore, build_project
 from linter.model._summary_store import summarise_file
 
@@ -39,16 +40,8 @@ def test_two_contexts_of_one_tree_get_their_own_index() -> None:
     assert module_index(other) is module_index(other)
 
 
-@pytest.mark.parametrize(
-    "folder", sorted(p for p in PROJECTS.iterdir() if p.is_dir()), ids=lambda p: p.name
-)
-def test_a_file_summarised_and_then_linted_still_sees_its_project(
-    folder: Path, tmp_path: Path
-) -> None:
-    # The summary analyses the module alone; a lint right after it (same text, so the same
-    # tree) must analyse it with the project around it, as after a parse of its own.
-    root = tmp_path / "project"
-    shutil.copytree(folder, root)
+def _project_of(root: Path) -> tuple[list[str], list[Rule], Project]:
+    """The files under ``root``, every rule, and the project they make (summaries unstored)."""
     files = sorted(str(path) for path in root.rglob("*.py"))
     rules = [rule() for rule in linter.rules.ALL_RULES]
     project = build_project(
@@ -59,6 +52,20 @@ def test_a_file_summarised_and_then_linted_still_sees_its_project(
         workers=1,
         linted=files,
     )
+    return files, rules, project
+
+
+@pytest.mark.parametrize(
+    "folder", sorted(p for p in PROJECTS.iterdir() if p.is_dir()), ids=lambda p: p.name
+)
+def test_a_file_summarised_and_then_linted_still_sees_its_project(
+    folder: Path, tmp_path: Path
+) -> None:
+    # The summary analyses the module alone; a lint right after it (same text, so the same
+    # tree) must analyse it with the project around it, as after a parse of its own.
+    root = tmp_path / "project"
+    shutil.copytree(folder, root)
+    files, rules, project = _project_of(root)
     for path in files:
         text = Path(path).read_text(encoding="utf-8")
         parse_module("pass\n")  # another text last: the lint parses its own tree
@@ -72,16 +79,7 @@ def test_a_file_summarised_and_then_linted_still_sees_its_project(
 def test_the_engine_fixture_finding_needs_the_project(tmp_path: Path) -> None:
     root = tmp_path / "project"
     shutil.copytree(PROJECT, root)
-    files = sorted(str(path) for path in root.rglob("*.py"))
-    rules = [rule() for rule in linter.rules.ALL_RULES]
-    project = build_project(
-        str(root),
-        files,
-        lambda text: any(rule.wants(text) for rule in rules),
-        SummaryStore(None, "test"),
-        workers=1,
-        linted=files,
-    )
+    _, rules, project = _project_of(root)
     engine = str(root / "engine.py")
     text = Path(engine).read_text(encoding="utf-8")
     summarise_file((engine, text.encode(), True))

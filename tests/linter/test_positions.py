@@ -132,23 +132,22 @@ def test_the_header_comments_are_left_to_the_metadata() -> None:
     assert positions.get(module.body[0].body[0]) == positions_of(module)[module.body[0].body[0]]
 
 
+def _second_statement_placed_against(source: str) -> object:
+    """The range told for ``b = 2`` of the tree of ``a = 1; b = 2`` given ``source``."""
+    module = parse_module("a = 1\nb = 2\n")
+    positions = StatementPositions(module, source, ModuleIndex(module).parent)
+    return positions.get(module.body[1].body[0])
+
+
 def test_a_module_whose_statements_do_not_pair_tells_nothing() -> None:
     # Source CPython reads differently from the tree (here: the tree has a statement more)
     # must not be placed by pairing.
-    text = "a = 1\nb = 2\n"
-    module = parse_module(text)
-    index = ModuleIndex(module)
-    positions = StatementPositions(module, "a = 1\n", index.parent)
-    assert positions.get(module.body[1].body[0]) is None
+    assert _second_statement_placed_against("a = 1\n") is None
 
 
 def test_statements_of_other_kinds_do_not_pair() -> None:
     # As many statements, of other kinds: pairing them would place nodes by chance.
-    text = "a = 1\nb = 2\n"
-    module = parse_module(text)
-    index = ModuleIndex(module)
-    positions = StatementPositions(module, "a = 1\nf(b)\n", index.parent)
-    assert positions.get(module.body[1].body[0]) is None
+    assert _second_statement_placed_against("a = 1\nf(b)\n") is None
 
 
 def test_the_context_places_nodes_without_the_whole_module_metadata() -> None:
