@@ -15,12 +15,14 @@ from __future__ import annotations
 import ast
 import textwrap
 import warnings
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar, cast
 
 import libcst as cst
 
 from linter.model._module_index import ModuleIndex
+
+_Positioned = TypeVar("_Positioned", bound="ast.stmt | ast.expr")
 
 #: libcst node type -> the CPython node types that are the same construct.
 _PAIRS: tuple[tuple[type[cst.CSTNode], tuple[type[ast.AST], ...]], ...] = (
@@ -34,11 +36,8 @@ _PAIRS: tuple[tuple[type[cst.CSTNode], tuple[type[ast.AST], ...]], ...] = (
 def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[int, int]] | None:
     """(1-based line, 1-based column) of the index's calls, loops and functions (a function's
     ``def`` line), or None when the two parsers disagree about them."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parsed(text)
+    if tree is None:
         return None
     found: dict[type[ast.AST], list[ast.AST]] = {}
     for node in ast.walk(tree):
@@ -53,13 +52,10 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
     for cst_type, ast_types in _PAIRS:
         ours = index.nodes(cst_type)
         # Every paired kind is an ast.stmt or ast.expr, the node classes that carry positions.
-        theirs = sorted(
-            (
-                node
-                for kind in ast_types
-                for node in cast("list[ast.stmt | ast.expr]", found.get(kind, []))
-            ),
-            key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)),
+        theirs = _in_order(
+            node
+            for kind in ast_types
+            for node in cast("list[ast.stmt | ast.expr]", found.get(kind, []))
         )
         if len(ours) != len(theirs):
             return None
@@ -69,6 +65,36 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
             if cst_type is cst.FunctionDef:
                 ends[mine] = other.end_lineno or line
     return positions
+
+
+def call_lines(text: str, calls: Sequence[cst.Call]) -> list[int] | None:
+    """The 1-based start line of each of ``calls``, all of the calls of ``text``'s parse in
+    source order (pre-order), paired as `line_numbers` pairs them; None when the parsers
+    disagree. It leaves `line_numbers_cached`'s state alone."""
+    tree = _parsed(text)
+    if tree is None:
+        return None
+    theirs = _in_order(node for node in ast.walk(tree) if isinstance(node, ast.Call))
+    if len(theirs) != len(calls):
+        return None
+    return [node.lineno for node in theirs]
+
+
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _in_order(nodes: Iterable[_Positioned]) -> list[_Positioned]:
+    """CPython nodes in libcst's pre-order: by start, the outer (longer) node first."""
+    return sorted(
+        nodes,
+        key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0)),
+    )
 
 
 #: id(index) -> function -> its last line, filled by `line_numbers` (see `function_source`).

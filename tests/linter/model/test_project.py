@@ -276,3 +276,48 @@ def test_a_function_no_other_module_calls_has_no_foreign_calls(tmp_path: Path) -
     function = context.module.body[1]
     assert isinstance(function, cst.FunctionDef)
     assert project.calls_from_other_modules(context, function, function) == []
+
+
+def test_a_call_in_parentheses_on_lines_of_its_own_is_found(tmp_path: Path) -> None:
+    # The caller's calls are matched by CPython's lines, as the summary's call lines are: the
+    # callee's line, not the line of the "(" around it.
+    project = build(
+        tmp_path,
+        {
+            "trainer.py": TRAINER,
+            "main.py": """
+                from trainer import train
+
+
+                def main(data):
+                    net = load()
+                    result = (
+                        train(net, data)
+                    )
+                    return result
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "trainer.py")
+    function = context.module.body[1]
+    assert isinstance(function, cst.FunctionDef)
+    [call] = project.calls_from_other_modules(context, function, function.params.params[0])
+    assert isinstance(call.func, cst.Name)
+    assert call.func.value == "train"
+    assert context.foreign_position(call.args[0].value) == ("main.py", 8, 15)
+
+
+def test_asking_about_another_parameter_places_the_same_callers_at_it(tmp_path: Path) -> None:
+    main = "from trainer import train\n\n\ndef main(data):\n    train(load(), data)\n"
+    project = build(tmp_path, {"trainer.py": TRAINER, "main.py": main})
+    context = context_of(project, tmp_path / "trainer.py")
+    function = context.module.body[1]
+    assert isinstance(function, cst.FunctionDef)
+    model, data = function.params.params
+    [first] = project.calls_from_other_modules(context, function, model)
+    assert context.position(first).start == context.position(model).start
+    [second] = project.calls_from_other_modules(context, function, data)
+    assert second is first
+    assert context.position(first).start == context.position(data).start
+    assert first in context.foreign
+    assert context.foreign_position(first.args[1]) == ("main.py", 5, 19)
