@@ -8,7 +8,7 @@ so files without findings never pay for position metadata.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -66,6 +66,37 @@ class Finding:
     fix: NodeFix | None = None
 
 
+class ForeignNodes(Mapping[cst.CSTNode, "ForeignSite"]):
+    """Node of a grafted function -> the site it stands for. Each function's nodes are
+    registered once; attaching it again (a caller asked about under each of its arguments: 2,364
+    attaches of 182 callers for one sd-scripts pipeline) only moves it to the new site."""
+
+    def __init__(self) -> None:
+        self._root_of: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._sites: dict[cst.CSTNode, ForeignSite] = {}
+
+    def attach(
+        self, root: cst.CSTNode, site: ForeignSite, nodes: Iterable[cst.CSTNode] | None
+    ) -> None:
+        if self._root_of.get(root) is not root:
+            self._root_of.update(
+                dict.fromkeys(nodes if nodes is not None else (root, *descendants(root)), root)
+            )
+        self._sites[root] = site
+
+    def __getitem__(self, node: cst.CSTNode) -> ForeignSite:
+        return self._sites[self._root_of[node]]
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._root_of
+
+    def __iter__(self) -> Iterator[cst.CSTNode]:
+        return iter(self._root_of)
+
+    def __len__(self) -> int:
+        return len(self._root_of)
+
+
 class ModuleContext:
     """One parsed file, with libcst metadata resolved lazily and at most once per provider."""
 
@@ -84,7 +115,7 @@ class ModuleContext:
         #: or None: the project's answer, whatever words a later graft asks for.
         self.graft_targets: dict[cst.Call, tuple[str, str] | None] = {}
         #: Node of a grafted function -> where it really is.
-        self.foreign: dict[cst.CSTNode, ForeignSite] = {}
+        self.foreign = ForeignNodes()
         #: The source of the functions of the project modules this one imports, whose events
         #: and values may enter its analyses (see `filter_text`).
         self.imported_text = ""
@@ -110,9 +141,7 @@ class ModuleContext:
         """Record that ``root`` (a grafted function) and its nodes stand for ``site``: its code
         nodes (``nodes``, when the caller has walked them already), as every question asked of
         a grafted node is asked of one (layout nodes are a module's own: comments, commas)."""
-        self.foreign.update(
-            dict.fromkeys(nodes if nodes is not None else (root, *descendants(root)), site)
-        )
+        self.foreign.attach(root, site, nodes)
 
     @property
     def wrapper(self) -> MetadataWrapper:
