@@ -240,6 +240,16 @@ def train(model, data):
 """
 
 
+def _trainer_train(
+    project: Project, tmp_path: Path
+) -> tuple[ModuleContext, cst.FunctionDef, cst.Param]:
+    """`trainer.py`'s context, its `train` function and that function's first parameter."""
+    context = context_of(project, tmp_path / "trainer.py")
+    function = context.module.body[1]
+    assert isinstance(function, cst.FunctionDef)
+    return context, function, function.params.params[0]
+
+
 def test_calls_from_other_modules_bring_the_argument_each_caller_passes(tmp_path: Path) -> None:
     project = build(
         tmp_path,
@@ -258,10 +268,7 @@ def test_calls_from_other_modules_bring_the_argument_each_caller_passes(tmp_path
             """,
         },
     )
-    context = context_of(project, tmp_path / "trainer.py")
-    function = context.module.body[1]
-    assert isinstance(function, cst.FunctionDef)
-    param = function.params.params[0]
+    context, function, param = _trainer_train(project, tmp_path)
     [call] = project.calls_from_other_modules(context, function, param)
     # The call in `main()`, not the one at the top level (top-level code is not summarised).
     assert cst.Module([]).code_for_node(call) == "train(net, data)"
@@ -298,10 +305,8 @@ def test_a_call_in_parentheses_on_lines_of_its_own_is_found(tmp_path: Path) -> N
             """,
         },
     )
-    context = context_of(project, tmp_path / "trainer.py")
-    function = context.module.body[1]
-    assert isinstance(function, cst.FunctionDef)
-    [call] = project.calls_from_other_modules(context, function, function.params.params[0])
+    context, function, param = _trainer_train(project, tmp_path)
+    [call] = project.calls_from_other_modules(context, function, param)
     assert isinstance(call.func, cst.Name)
     assert call.func.value == "train"
     assert context.foreign_position(call.args[0].value) == ("main.py", 8, 15)
@@ -310,10 +315,8 @@ def test_a_call_in_parentheses_on_lines_of_its_own_is_found(tmp_path: Path) -> N
 def test_asking_about_another_parameter_places_the_same_callers_at_it(tmp_path: Path) -> None:
     main = "from trainer import train\n\n\ndef main(data):\n    train(load(), data)\n"
     project = build(tmp_path, {"trainer.py": TRAINER, "main.py": main})
-    context = context_of(project, tmp_path / "trainer.py")
-    function = context.module.body[1]
-    assert isinstance(function, cst.FunctionDef)
-    model, data = function.params.params
+    context, function, model = _trainer_train(project, tmp_path)
+    data = function.params.params[1]
     [first] = project.calls_from_other_modules(context, function, model)
     assert context.position(first).start == context.position(model).start
     [second] = project.calls_from_other_modules(context, function, data)
