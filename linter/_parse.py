@@ -43,6 +43,12 @@ def parse_module(text: str) -> cst.Module:
     return module
 
 
+def parse_module_anew(text: str) -> cst.Module:
+    """A tree of ``text`` that no earlier parse shares (a function grafted at several calls of
+    one file needs a tree per call); raises what ``parse_module`` raises."""
+    return _parsed(text)
+
+
 def _parsed(text: str) -> cst.Module:
     if _POST_INIT is None:
         return cst.parse_module(text)

@@ -114,6 +114,8 @@ class ModuleContext:
         #: Local call -> (path, qualified name) of the one function of another module it runs,
         #: or None: the project's answer, whatever words a later graft asks for.
         self.graft_targets: dict[cst.Call, tuple[str, str] | None] = {}
+        #: (path, qualified name) -> how many trees of that function are grafted here.
+        self.graft_copies: dict[tuple[str, str], int] = {}
         #: Node of a grafted function -> where it really is.
         self.foreign = ForeignNodes()
         #: The source of the functions of the project modules this one imports, whose events

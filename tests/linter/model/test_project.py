@@ -15,6 +15,7 @@ from linter.model._imports import ModuleFiles
 from linter.model._iteration import Kind, of_module
 from linter.model._project import FunctionRef, Project
 from linter.model._summary import ModuleSummary, summarize
+from linter.model._tree import descendants
 
 
 def build(tmp_path: Path, sources: dict[str, str]) -> Project:
@@ -203,6 +204,59 @@ def test_a_grafted_function_brings_its_events_placed_at_the_call(tmp_path: Path)
     assert context.foreign_position(foreign.call) == ("engine.py", 5, 5)
     assert iteration.may_precede(iteration.events[1], iteration.events[2])
     assert not iteration.may_precede(iteration.events[2], iteration.events[1])
+
+
+def test_a_function_grafted_at_two_calls_of_one_file_is_placed_at_each(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "engine.py": ENGINE,
+            "main.py": """
+                from engine import train_step
+
+                def main(loader, model, optimizer, scaler):
+                    for batch in loader:
+                        train_step(model, batch, optimizer, scaler)
+                        scaler.update()
+                    for batch in loader:
+                        train_step(model, batch, optimizer, scaler)
+                        scaler.update()
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "main.py")
+    lines = [
+        [context.position(event.call).start.line for event in iteration.events]
+        for iteration in of_module(context).iterations
+    ]
+    # One shared tree placed every grafted event at the later call: [[9, 9, 9, 7], ...].
+    assert lines == [[6, 6, 6, 7], [9, 9, 9, 10]]
+
+
+def test_the_next_file_reuses_a_grafted_tree_and_no_call_shares_one(tmp_path: Path) -> None:
+    main = """
+        from engine import train_step
+
+        def main(loader, model, optimizer, scaler):
+            for batch in loader:
+                train_step(model, batch, optimizer, scaler)
+                train_step(model, batch, optimizer, scaler)
+    """
+    project = build(tmp_path, {"engine.py": ENGINE, "a.py": main, "b.py": main})
+    grafted = {}
+    for name in ("a.py", "b.py"):
+        context = context_of(project, tmp_path / name)
+        function = context.module.body[-1]
+        assert isinstance(function, cst.FunctionDef)
+        calls = [n for n in descendants(function) if isinstance(n, cst.Call)]
+        grafted[name] = [project.graft(context, call) for call in calls]
+    first, second = grafted["a.py"]
+    assert first is not None
+    assert second is not None
+    assert first is not second
+    again, twice = grafted["b.py"]
+    assert again is first
+    assert twice is second
 
 
 def test_a_constant_of_a_config_module(tmp_path: Path) -> None:
