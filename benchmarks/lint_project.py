@@ -2,7 +2,11 @@
 
 For a tree of real training code (a folder of repositories, each its own project), in one run:
 
-- **cold**: ``amp-lint`` with an empty cache (summaries, project, lint) vs ruff with every rule;
+- **cold**: ``amp-lint`` with an empty cache (summaries, project, lint) vs ruff with every rule,
+  and vs TorchFix with every rule when it is installed (the ``bench`` extra, or
+  ``--torchfix PATH``): TorchFix is, like amp-lint, a libcst linter of PyTorch code, so its row
+  shows what parsing with libcst costs on the same tree (it reads one file at a time and keeps no
+  cache, so it has a cold row only);
 - **warm**: ``amp-lint`` again, every result and summary from the cache;
 - **one file edited**: a function of one summarised module gains a line, then ``amp-lint`` again
   (that module and the files whose results used its summary are linted again);
@@ -12,7 +16,7 @@ resident size of any process of the run), reported with ratios to ruff. Runs alt
 (ruff, amp-lint, ruff, ...) so load on the machine falls on both alike. The edited file is
 restored afterwards.
 
-    python benchmarks/lint_project.py --corpus /path/to/repos --repeat 3
+    python benchmarks/lint_project.py --corpus /path/to/repos --repeat 3 [--torchfix PATH]
     python benchmarks/lint_project.py --smoke      # this repository's examples/, once
 """
 
@@ -29,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lint_throughput import find_torchfix
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -44,8 +50,13 @@ _PROBE = (
 )
 
 
-def _measure(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (the command and its workers), peak resident KiB."""
+def _measure(
+    command: list[str], cwd: Path, env: dict[str, str], ok: tuple[str, ...] = ("0",)
+) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (the command and its workers), peak resident KiB.
+
+    ``ok``: the exit statuses of a finished run (TorchFix exits 1 when it reports anything).
+    """
     start = time.perf_counter()
     probe = subprocess.run(
         [sys.executable, "-c", _PROBE, *command],
@@ -57,7 +68,7 @@ def _measure(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float,
     )
     wall = time.perf_counter() - start
     cpu, peak, status = probe.stdout.split()
-    if status != "0":  # a run that failed at once (a config it rejects) is no measurement
+    if status not in ok:  # a run that failed at once (a config it rejects) is no measurement
         raise SystemExit(f"{command[0]} exited {status} in {cwd}: {probe.stderr.strip()}")
     return wall, float(cpu), int(peak)
 
@@ -87,6 +98,7 @@ def main() -> int:
     parser.add_argument("--corpus", type=Path, help="folder of projects (repositories) to lint")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement")
     parser.add_argument("--smoke", action="store_true", help="examples/, once (a CI check)")
+    parser.add_argument("--torchfix", help="path of the torchfix executable (default: installed)")
     args = parser.parse_args()
     corpus = (ROOT / "examples") if args.smoke else args.corpus
     if corpus is None or not corpus.is_dir():
@@ -104,6 +116,7 @@ def main() -> int:
     amp = [sys.executable, "-m", "linter", ".", "--select", "ALL", "--exit-zero"]
     amp += ["--cache-dir", str(cache)]
     ruff = _ruff()
+    torchfix = find_torchfix(args.torchfix)
     rows: dict[str, list[tuple[float, float, int]]] = {}
     try:
         for _ in range(repeat):
@@ -115,6 +128,10 @@ def main() -> int:
                 ]  # fmt: skip
                 rows.setdefault("ruff ALL (no cache)", []).append(
                     _measure([*ruff_command, "--quiet", "."], corpus, env)
+                )
+            if torchfix is not None:
+                rows.setdefault("TorchFix ALL (no cache)", []).append(
+                    _measure([*torchfix, "--select", "ALL", "."], corpus, env, ok=("0", "1"))
                 )
             shutil.rmtree(cache, ignore_errors=True)
             rows.setdefault("amp-lint cold", []).append(_measure(amp, corpus, env))
@@ -148,6 +165,8 @@ def main() -> int:
         print(f"{name:28} {wall:8.2f} {cpu:8.2f} {peak:9.0f} {ratios}")
     if ruff is None:
         print("ruff not found: install it (pip install ruff) for the comparison")
+    if torchfix is None:
+        print("TorchFix not found: install the bench extra, or pass --torchfix PATH, for its row")
     return 0
 
 
