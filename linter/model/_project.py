@@ -276,7 +276,9 @@ class Project:
     def call_targets(self, path: str, record: CallRecord) -> list[FunctionRef]:
         """The project functions a call may run: the resolved name; for ``self.m()`` the method
         of the caller's class or a base, and the overrides of its subclasses; for ``obj.m()`` on
-        an unknown object, the one project method of that (non-generic) name, if only one."""
+        an object of a known class (constructed, or a parameter's annotation), that class's
+        method, none for a class no summary holds; on an unknown object, the one project method
+        of that (non-generic) name, if only one."""
         callee = record.callee
         head, _, rest = callee.partition(".")
         if head in ("self", "cls") and rest and "." not in rest and record.caller_class:
@@ -296,6 +298,11 @@ class Project:
             if owner is not None:
                 method = self.method(*owner, callee.rpartition(".")[2])
                 return [method] if method is not None else []
+            if record.receiver_type.rpartition(".")[2][:1].isupper():
+                # `task = Task()` or `task: Task` of a class no summary holds (another
+                # library's, or a module without AMP code): not whichever project method shares
+                # the name.
+                return []
         resolved = self.resolve(path, callee)
         if isinstance(resolved, FunctionRef):
             return [resolved]

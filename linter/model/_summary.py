@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -340,8 +341,32 @@ def receiver_type(
     if receiver.startswith("self.") and receiver.count(".") == 1:
         return constructed.get((cls, receiver))
     if "." not in receiver:
-        return constructed.get((function, receiver))
+        if (function, receiver) in constructed:
+            return constructed[(function, receiver)]
+        return annotated_class(function, receiver) if function is not None else None
     return None
+
+
+def annotated_class(function: cst.FunctionDef, name: str) -> str | None:
+    """The class a parameter ``name`` of ``function`` is annotated with (``trainer: Trainer``,
+    ``trainer: "Trainer"``), for a function that never assigns it: a caller may pass a subclass,
+    whose method overrides are the project's to find, as for a constructed receiver."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value != name:
+            continue
+        if param.annotation is None:
+            return None
+        annotation = param.annotation.annotation
+        if isinstance(annotation, cst.SimpleString):
+            text = annotation.evaluated_value
+            return text if isinstance(text, str) and _DOTTED.fullmatch(text) else None
+        return dotted_name(annotation)
+    return None
+
+
+#: A dotted name in a string annotation (``"models.Trainer"``).
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 #: Longest value source kept for a module-level constant.

@@ -378,3 +378,98 @@ def test_asking_about_another_parameter_places_the_same_callers_at_it(tmp_path: 
     assert context.position(first).start == context.position(data).start
     assert first in context.foreign
     assert context.foreign_position(first.args[1]) == ("main.py", 5, 19)
+
+
+TRAINERS = """
+class Trainer:
+    def train_step(self, batch):
+        return batch
+
+
+class Task:
+    def train_step(self, batch):
+        return batch
+"""
+
+
+def _targets(project: Project, path: Path, callee: str) -> list[str]:
+    summary = project.summaries[str(path)]
+    record = next(r for r in summary.calls if r.callee == callee)
+    return [ref.qualname for ref in project.call_targets(str(path), record)]
+
+
+@pytest.mark.parametrize("annotation", ["Trainer", '"Trainer"', "trainers.Trainer"])
+def test_a_parameter_annotated_with_a_project_class_runs_that_class_method(
+    tmp_path: Path, annotation: str
+) -> None:
+    project = build(
+        tmp_path,
+        {
+            "trainers.py": TRAINERS,
+            "main.py": f"""
+                import trainers
+                from trainers import Task, Trainer
+
+                def train(trainer: {annotation}, task: Task, loader):
+                    for batch in loader:
+                        trainer.train_step(batch)
+                        task.train_step(batch)
+            """,
+        },
+    )
+    main = tmp_path / "main.py"
+    assert _targets(project, main, "trainer.train_step") == ["Trainer.train_step"]
+    assert _targets(project, main, "task.train_step") == ["Task.train_step"]
+
+
+def test_an_annotated_parameter_assigned_in_its_function_is_typed_by_the_assignment(
+    tmp_path: Path,
+) -> None:
+    project = build(
+        tmp_path,
+        {
+            "trainers.py": TRAINERS,
+            "main.py": """
+                from trainers import Task, Trainer
+
+                def train(trainer: Trainer, loader):
+                    trainer = Task()
+                    for batch in loader:
+                        trainer.train_step(batch)
+            """,
+        },
+    )
+    assert _targets(project, tmp_path / "main.py", "trainer.train_step") == ["Task.train_step"]
+
+
+ONE_TRAINER = """
+class Trainer:
+    def train_step(self, batch):
+        return batch
+"""
+
+
+def test_a_receiver_of_a_class_no_summary_holds_runs_no_project_method(tmp_path: Path) -> None:
+    # `Runner` is another library's: its `train_step` is not the project's only one, which an
+    # unknown receiver would be taken to run.
+    project = build(
+        tmp_path,
+        {
+            "trainers.py": ONE_TRAINER,
+            "main.py": """
+                import trainers
+                from mmengine import Runner
+
+                def train(runner: Runner, helper, loader):
+                    built = Runner()
+                    for batch in loader:
+                        runner.train_step(batch)
+                        built.train_step(batch)
+                        helper.train_step(batch)
+            """,
+        },
+    )
+    main = tmp_path / "main.py"
+    assert _targets(project, main, "runner.train_step") == []
+    assert _targets(project, main, "built.train_step") == []
+    assert _targets(project, main, "helper.train_step") == ["Trainer.train_step"]
