@@ -37,6 +37,7 @@ import libcst as cst
 
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import ModuleIndex, descendants, walk
+from linter.model._path_facts import path_facts
 from linter.model._scaler_receivers import ScalerReceivers
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
@@ -95,8 +96,14 @@ class Checkpoints:
 
     def writes_in(self, root: cst.FunctionDef | None) -> list[CheckpointWrite]:
         """The resume checkpoints written in ``root`` (a function, perhaps one of another
-        module grafted under a call here; None: the whole module), in source order."""
-        return [write for call in self._calls(root) if (write := self._write(call)) is not None]
+        module grafted under a call here; None: the whole module), in source order, leaving out
+        the saves only a TPU/XLA branch runs (``if using_tpu: xm.save(...)``): no GradScaler
+        scales there."""
+        return [
+            write
+            for call in self._calls(root)
+            if (write := self._write(call)) is not None and not self._on_xla_branch(call)
+        ]
 
     def _calls(self, root: cst.CSTNode | None) -> list[cst.Call]:
         if root is None:
@@ -129,22 +136,35 @@ class Checkpoints:
         if isinstance(value, cst.Dict):
             entries = _literal_entries(value)
             return None if entries is None else (value, entries)
-        if isinstance(value, cst.Call) and dotted_name(value.func) == "dict":
-            entries = _keyword_entries(value)
-            return None if entries is None else (None, entries)
+        if isinstance(value, cst.Call):
+            callee = dotted_name(value.func)
+            if callee == "dict" or (callee is not None and last_part(callee) in self._records()):
+                # `dict(k=v)`, or a record (`Snapshot(model_state=..., optimizer_state=...)`, a
+                # dataclass or NamedTuple of this module) whose fields are its keywords.
+                entries = _keyword_entries(value)
+                return None if entries is None else (None, entries)
+            record = _record_as_dict(value)
+            # `asdict(snapshot)` / `snapshot._asdict()`: the fields the record was built with.
+            return None if record is None else self._built_up(record, value)
         if isinstance(value, cst.Name):
             return self._built_up(value.value, save)
         return None
+
+    def _records(self) -> frozenset[str]:
+        """The module's record classes: ``@dataclass`` classes and ``NamedTuple`` subclasses."""
+        return self._index.shared("checkpoints.records", lambda: _record_classes(self._index))
 
     def _built_up(self, name: str, save: cst.Call) -> tuple[cst.Dict | None, list[Entry]] | None:
         """``ckpt = {...}; ckpt["k"] = v; ckpt.update(k=v); save(ckpt, ...)`` in one function."""
         index = self._index
         scope = index.enclosing_function(save) or index.module
+        around = set(index.ancestors(save))  # `ckpt = asdict(ckpt)` binds after it reads
         bindings = [
             assign
             for assign in _under(scope, index, cst.Assign)
             if any(dotted_name(t.target) == name for t in assign.targets)
             and index.order[assign] < index.order[save]
+            and assign not in around
         ]
         if not bindings:
             return None
@@ -158,7 +178,7 @@ class Checkpoints:
             node
             for kind in (cst.Assign, cst.Call)
             for node in _under(scope, index, kind)
-            if index.order[binding] < index.order[node] < index.order[save]
+            if index.order[binding] < index.order[node] < index.order[save] and node not in around
         ]
         for node in between:
             if isinstance(node, cst.Assign):
@@ -167,9 +187,13 @@ class Checkpoints:
                     if key is not None:
                         entries.append((key, node.value))
             elif isinstance(node, cst.Call) and node is not save and _mentions(node, name):
+                if _record_as_dict(node) == name:
+                    continue  # `asdict(ckpt)` reads it
                 if not (
                     isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == name
                 ):
+                    if path_facts(index).in_exclusive_arms(node, save):
+                        continue  # handed on where this save never runs (`if s3: upload(ckpt)`)
                     return None  # handed to another function: it may add anything
                 if node.func.attr.value != "update":
                     continue
@@ -254,7 +278,13 @@ class Checkpoints:
             )
         if isinstance(value, cst.Call):
             callee = dotted_name(value.func)
+            if callee is not None and last_part(callee) in self._records():
+                # `Snapshot(**torch.load(path))`: a record of the loaded checkpoint's entries.
+                return any(self.reads_a_checkpoint(arg.value, at) for arg in value.args)
             return callee is not None and LOADER_NAME.search(last_part(callee)) is not None
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+            # `snapshot.optimizer_state` of a record (or namespace) read from a checkpoint.
+            return self.reads_a_checkpoint(value.value, at)
         if not isinstance(value, cst.Name):
             return False
         index = self._index
@@ -363,6 +393,35 @@ def readable_at(name: str, save: cst.Call, index: ModuleIndex) -> bool:
     return function is not None and any(
         param.name.value == name for param in function.params.params
     )
+
+
+def _record_classes(index: ModuleIndex) -> frozenset[str]:
+    records = set()
+    for node in index.nodes(cst.ClassDef):
+        decorators = [
+            dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+            for d in node.decorators
+        ]
+        bases = [dotted_name(base.value) for base in node.bases if base.keyword is None]
+        if any(name and last_part(name) == "dataclass" for name in decorators) or any(
+            name and last_part(name) == "NamedTuple" for name in bases
+        ):
+            records.add(node.name.value)
+    return frozenset(records)
+
+
+def _record_as_dict(call: cst.Call) -> str | None:
+    """``x`` of ``asdict(x)`` (``dataclasses.asdict``) or ``x._asdict()``."""
+    callee = dotted_name(call.func)
+    if callee is None:
+        return None
+    if last_part(callee) == "asdict" and len(call.args) == 1 and call.args[0].keyword is None:
+        argument = call.args[0].value
+        return argument.value if isinstance(argument, cst.Name) else None
+    if last_part(callee) == "_asdict" and not call.args and isinstance(call.func, cst.Attribute):
+        owner = call.func.value
+        return owner.value if isinstance(owner, cst.Name) else None
+    return None
 
 
 def _assigned(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

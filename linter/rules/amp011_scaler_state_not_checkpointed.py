@@ -33,17 +33,21 @@ class ScalerStateNotCheckpointed(Rule):
       model's and the optimizer's `state_dict()` — with no entry for the scaler's state: no
       `scaler.state_dict()`, no key naming a scaler. The dict may be a literal, a `dict(...)`
       call, or a name built up in the same function (`ckpt = {...}`, `ckpt["epoch"] = epoch`,
-      `ckpt.update(...)`) and then saved;
-    - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)`) in a file
-      that never restores the scaler's (no `scaler.load_state_dict(...)`, no read of a
-      `"scaler"` key), once per resume function, whichever branches load it; a load only a
-      TPU/XLA branch runs (`if is_torch_tpu_available():`) is left out, as no GradScaler
-      scales there.
+      `ckpt.update(...)`) and then saved; a record of the file (a dataclass or `NamedTuple`
+      built with keywords, `Snapshot(model_state=..., optimizer_state=...)`) counts as the dict
+      of its fields, saved as it is or through `asdict(...)` / `._asdict()`; a save only a
+      TPU/XLA branch runs (`if using_tpu: xm.save(...)`) is left out;
+    - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)` of a
+      checkpoint's entry, or of a field of a record built from one) in a file that never
+      restores the scaler's (no `scaler.load_state_dict(...)`, no read of a `"scaler"` key),
+      once per resume function, whichever branches load it; a load only a TPU/XLA branch runs
+      (`if is_torch_tpu_available():`) is left out, as no GradScaler scales there.
 
     Not reported: exports (the model's state alone), a disabled scaler, checkpoints whose
     content the file does not show (a `**spread`, the dict handed to another function before
-    the save), and frameworks that save the scaler themselves — Accelerate's `save_state`,
-    Lightning's and the Hugging Face Trainer's checkpoints.
+    the save, unless only a branch that does not save hands it on), and frameworks that save
+    the scaler themselves — Accelerate's `save_state`, Lightning's and the Hugging Face
+    Trainer's checkpoints.
 
     A save helper in another module (`utils.save_checkpoint(model, optimizer, epoch)` called
     from the trainer that owns the scaler) is reported at the call in the trainer, with the
@@ -185,6 +189,24 @@ torch.save(  # what `extra` holds is not known here
 )
 """
         ),
+        Example(
+            """\
+@dataclass
+class Snapshot:
+    model_state: dict
+    optimizer_state: dict
+    scaler_state: dict
+
+
+scaler = torch.amp.GradScaler("cuda")
+snapshot = Snapshot(
+    model_state=model.state_dict(),
+    optimizer_state=optimizer.state_dict(),
+    scaler_state=scaler.state_dict(),
+)
+torch.save(asdict(snapshot), "snapshot.pt")
+"""
+        ),
     )
     invalid = (
         Example(
@@ -260,6 +282,39 @@ def train_one_epoch(model, loader, optimizer, scaler, epoch, output_dir):
     )
 """,
             (9,),
+        ),
+        Example(
+            """\
+@dataclass
+class Snapshot:
+    model_state: dict
+    optimizer_state: dict
+    finished_epoch: int
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.scaler = torch.amp.GradScaler("cuda")
+
+    def load_snapshot(self, path):
+        snapshot = Snapshot(**torch.load(path))
+        self.model.load_state_dict(snapshot.model_state)
+        self.optimizer.load_state_dict(snapshot.optimizer_state)
+
+    def save_snapshot(self, epoch, path):
+        snapshot = Snapshot(
+            model_state=self.model.state_dict(),
+            optimizer_state=self.optimizer.state_dict(),
+            finished_epoch=epoch,
+        )
+        snapshot = asdict(snapshot)
+        if path.startswith("s3://"):
+            upload(snapshot, path)
+        else:
+            torch.save(snapshot, path)
+""",
+            (16, 28),
         ),
         Example(
             """\

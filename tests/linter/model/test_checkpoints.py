@@ -137,3 +137,98 @@ def test_a_scaler_restored_by_call_or_key(restore: str) -> None:
 def test_a_scaler_key_assigned_for_a_save_restores_nothing(save: str) -> None:
     _, found = model(f'optimizer.load_state_dict(ckpt["optimizer"])\n{save}\n')
     assert not found.restores_a_scaler()
+
+
+_SNAPSHOT = """
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+@dataclass
+class Snapshot:
+    model_state: dict
+    optimizer_state: dict
+    finished_epoch: int
+
+class State(NamedTuple):
+    model: dict
+    optim: dict
+
+class Options:  # neither: its fields are not its keywords
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # A record of the model's and the optimizer's state, saved as it is or as a dict.
+        ("torch.save(Snapshot(model_state=m.state_dict(), optimizer_state=o.state_dict()), p)", 1),
+        ("s = State(model=m.state_dict(), optim=o.state_dict())\ntorch.save(s._asdict(), p)", 1),
+        (
+            "s = Snapshot(model_state=m.state_dict(), optimizer_state=o.state_dict())\n"
+            "s = asdict(s)\n"
+            "torch.save(s, p)",
+            1,
+        ),
+        # Positional fields, a class that is no record: the content is not shown.
+        ("torch.save(Snapshot(m.state_dict(), o.state_dict(), 3), p)", 0),
+        ("torch.save(Options(model_state=m.state_dict(), optimizer_state=o.state_dict()), p)", 0),
+    ],
+)
+def test_a_record_of_model_and_optimizer_state_is_a_resume_checkpoint(
+    body: str, expected: int
+) -> None:
+    source = _SNAPSHOT + "def save(m, o, p):\n" + textwrap.indent(body, "    ") + "\n"
+    assert [holds for _, holds in writes(source)] == [False] * expected
+
+
+@pytest.mark.parametrize(
+    ("handed", "expected"),
+    [
+        # Handed on only where this save does not run: the save still writes what was built.
+        ("if remote:\n    upload(s)\nelse:\n    torch.save(s, p)", [False]),
+        # Handed on before the save: it may add anything.
+        ("upload(s)\ntorch.save(s, p)", []),
+    ],
+)
+def test_a_dict_handed_on_in_an_exclusive_arm_is_still_known(
+    handed: str, expected: list[bool]
+) -> None:
+    body = 's = {"model": m.state_dict(), "optimizer": o.state_dict()}\n' + handed
+    source = "def save(m, o, p, remote):\n" + textwrap.indent(body, "    ") + "\n"
+    assert [holds for _, holds in writes(source)] == expected
+
+
+def test_a_record_built_from_a_loaded_checkpoint_is_read_from_it() -> None:
+    source = (
+        _SNAPSHOT
+        + """
+def resume(self, path):
+    data = torch.load(path)
+    snapshot = Snapshot(**data)
+    self.optimizer.load_state_dict(snapshot.optimizer_state)
+    other = Snapshot(**self.defaults)
+    self.optimizer.load_state_dict(other.optimizer_state)
+"""
+    )
+    context, found = model(source)
+    lines = [context.position(call).start.line for call in found.optimizer_loads()]
+    # The load from the checkpoint, not the one from the defaults.
+    restored = (
+        textwrap.dedent(source)
+        .splitlines()
+        .index("    self.optimizer.load_state_dict(snapshot.optimizer_state)")
+    )
+    assert lines == [restored + 1]
+
+
+def test_a_save_only_the_tpu_branch_runs_is_left_out() -> None:
+    source = """
+    def save(self, path):
+        ckpt = {"state_dict": self.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self.using_tpu:
+            xm.save(ckpt, path)
+        else:
+            torch.save(ckpt, path)
+    """
+    assert writes(source) == [(7, False)]
