@@ -4,7 +4,8 @@ A module's summary lists (`value_records`): its globals bound to a GradScaler, t
 context (``autocast_ctx = torch.autocast("cuda", dtype=torch.bfloat16)``) or to an autocast
 factory (``amp = functools.partial(torch.autocast, "cuda", dtype=torch.float16)``, entered as
 ``with amp():``); the ``self.`` attributes a class's methods bind to those
-(``self.scaler = GradScaler()`` in a trainer base class); and the precision engines its
+(``self.scaler = GradScaler()`` in a trainer base class); the GradScalers its functions return,
+alone or in a tuple (``return optimizer, scaler, scheduler``); and the precision engines its
 functions return or its classes keep (``build_engine()`` returning ``deepspeed.initialize(...)``
 with a bf16 config dict). Each is evaluated in the module that builds it — an autocast's dtype
 under that module's own imports and constants — and kept as plain data.
@@ -23,7 +24,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
@@ -31,8 +32,8 @@ from linter.model._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
 from linter.model._bf16_origins import keyword
 from linter.model._bound_contexts import unpartial
 from linter.model._dotted_names import ImportAliases, dotted_name
-from linter.model._module_index import ModuleIndex
-from linter.model._scaler_receivers import scaler_receivers
+from linter.model._module_index import ModuleIndex, walk
+from linter.model._scaler_receivers import ScalerReceivers, scaler_receivers
 
 if TYPE_CHECKING:
     from linter._rule import ModuleContext
@@ -97,9 +98,78 @@ def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecor
         # A holder bound twice to different things holds neither for certain.
         found[holder] = record if found.get(holder, record) == record else None
     records = [record for record in found.values() if record is not None]
+    records += _returned_scalers(context, index, receivers, aliases)
     if _ENGINE_TEXT.search(context.source) is not None:
         records += _engines(context, index)
     return records
+
+
+def _returned_scalers(
+    context: ModuleContext, index: ModuleIndex, receivers: ScalerReceivers, aliases: ImportAliases
+) -> Iterator[ValueRecord]:
+    """The GradScalers module-level functions return, alone (``build_scaler()``) or at one
+    place of the tuple every return gives (``init_opt()[1]`` for ``return opt, scaler``).
+    ``precision`` is ``"other"`` when the scaler is on only for a precision other than bf16
+    (`for_another_precision`, decided here, where its switch is)."""
+    from linter.model._path_facts import path_facts
+    from linter.model._scaler_precision import for_another_precision
+
+    returns: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
+    for node in index.nodes(cst.Return):
+        function = index.enclosing_function(node)
+        if function is not None and node.value is not None:
+            returns.setdefault(function, []).append(node.value)
+    for function, values in returns.items():
+        if any(isinstance(a, cst.ClassDef | cst.FunctionDef) for a in index.ancestors(function)):
+            continue  # a method or a nested function: no call of another module names it
+        shapes = {len(v.elements) if isinstance(v, cst.Tuple) else -1 for v in values}
+        if len(shapes) != 1:
+            continue
+        width = shapes.pop()
+        for place in range(width) if width >= 0 else (None,):
+            parts = [
+                v if place is None else cast("cst.Tuple", v).elements[place].value for v in values
+            ]
+            constructor = _scaler_constructor(index, receivers, function, parts)
+            if constructor is None:
+                continue
+            other = for_another_precision(index, aliases, path_facts(index), constructor)
+            holder = f"{function.name.value}()" + ("" if place is None else f"[{place}]")
+            line = context.line_and_column(constructor)[0]
+            yield ValueRecord(holder, SCALER, line, precision="other" if other else "")
+
+
+def _scaler_constructor(
+    index: ModuleIndex,
+    receivers: ScalerReceivers,
+    function: cst.FunctionDef,
+    parts: list[cst.BaseExpression],
+) -> cst.Call | None:
+    """The ``GradScaler(...)`` call each of ``parts`` (what the returns give at one place)
+    evaluates to, directly or through a name the function binds to it; None when one of them
+    may be something else (``None`` aside: ``GradScaler() if amp else None``)."""
+    found: cst.Call | None = None
+    for part in parts:
+        if isinstance(part, cst.Name) and part.value == "None":
+            continue
+        value = part
+        if isinstance(part, cst.Name):
+            bindings = [
+                a.value
+                for a in index.nodes(cst.Assign)
+                if index.enclosing_function(a) is function
+                and any(dotted_name(t.target) == part.value for t in a.targets)
+            ]
+            if len(bindings) != 1:
+                return None
+            value = bindings[0]
+        if not receivers.is_scaler_value(value):
+            return None
+        calls = [n for n in walk(value) if receivers.is_constructor_call(n)]
+        if len(calls) != 1:
+            return None
+        found = found or cast("cst.Call", calls[0])
+    return found
 
 
 def _holder(index: ModuleIndex, assign: cst.Assign) -> str | None:
@@ -279,8 +349,9 @@ class ImportedValues:
             for assign in self._index.nodes(cst.Assign)
         )
 
-    def of_call(self, call: cst.Call) -> tuple[ValueRecord, str] | None:
-        """The value a call of a function of another module returns (``build_engine(...)``)."""
+    def of_call(self, call: cst.Call, place: int | None = None) -> tuple[ValueRecord, str] | None:
+        """The value a call of a function of another module returns (``build_engine(...)``),
+        or returns at ``place`` of a tuple (``opt, scaler = init_opt(...)``: place 1)."""
         project = self._project
         name = dotted_name(call.func)
         if project is None or name is None or name.startswith("self."):
@@ -290,7 +361,7 @@ class ImportedValues:
         path = getattr(found, "path", None)
         if qualname is None or path is None or path == self._path:
             return None
-        return self._record(path, f"{qualname}()")
+        return self._record(path, f"{qualname}()" + ("" if place is None else f"[{place}]"))
 
     def _record(self, path: str, holder: str) -> tuple[ValueRecord, str] | None:
         assert self._project is not None

@@ -66,14 +66,18 @@ def for_another_precision(
     if _under_precision_choice(index, paths, call):
         return True
     bound = _bound_name(index, call)
-    if bound is None:
-        return False
+    return bound is not None and used_for_another_precision(index, paths, bound)
+
+
+def used_for_another_precision(index: ModuleIndex, paths: PathFacts, name: str) -> bool:
+    """The scaler held by ``name`` scales or steps only under a precision choice (``if
+    args.fp16: scaler.scale(loss).backward()``)."""
     return any(
         _under_precision_choice(index, paths, use)
         for use in index.nodes(cst.Call)
         if isinstance(use.func, cst.Attribute)
         and use.func.attr.value in _USES
-        and dotted_name(use.func.value) == bound
+        and dotted_name(use.func.value) == name
     )
 
 

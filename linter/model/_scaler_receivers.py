@@ -14,12 +14,15 @@ attributes, no ``get_scale()``), so there is no wrapper-owned GradScaler of thei
 from __future__ import annotations
 
 import re
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import ModuleIndex
+
+if TYPE_CHECKING:
+    from linter.model._exported_values import ValueRecord
 
 #: Qualified names of the GradScaler constructors (ampscale's own included).
 GRAD_SCALER_CONSTRUCTORS = frozenset(
@@ -122,6 +125,9 @@ class ScalerReceivers:
         #: unannotated parameter): names are not scoped here, so ampscale's is proven only for
         #: a name in the first set and not in this one.
         self._not_ampscale: set[str] = set()
+        #: Names bound to a GradScaler a function of another module returns: the bound node,
+        #: the function's record of it, and that module's display path.
+        self.imported: dict[str, tuple[cst.BaseExpression, ValueRecord, str]] = {}
         assignments = [
             (target, node.value)
             for node in index.nodes(cst.Assign)
@@ -186,6 +192,24 @@ class ScalerReceivers:
                 found = values.of_name(receiver)
             if found is not None and found[0].kind == SCALER:
                 self.proven.add(receiver)
+        # `optimizer, scaler, scheduler = init_opt(...)`: a function of another module that
+        # returns a GradScaler (alone, or at that place of its tuple).
+        wanted = seen - self.proven
+        for assign in index.nodes(cst.Assign) if wanted else ():
+            if not isinstance(assign.value, cst.Call) or len(assign.targets) != 1:
+                continue
+            target = assign.targets[0].target
+            places: list[tuple[int | None, cst.BaseExpression]] = [(None, target)]
+            if isinstance(target, cst.Tuple | cst.List):
+                places = [(i, e.value) for i, e in enumerate(target.elements)]
+            for place, bound in places:
+                name = dotted_name(bound)
+                if name not in wanted:
+                    continue
+                found = values.of_call(assign.value, place)
+                if found is not None and found[0].kind == SCALER:
+                    self.proven.add(name)
+                    self.imported[name] = (bound, *found)
 
     def is_constructor_call(self, node: cst.CSTNode) -> bool:
         """``GradScaler(...)`` under any alias, not explicitly disabled with ``enabled=False``."""

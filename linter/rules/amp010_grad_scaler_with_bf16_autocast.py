@@ -12,12 +12,12 @@ from linter.model._autocasts import Autocast, ModuleAutocasts
 from linter.model._bf16_origins import BF16, keyword, positional
 from linter.model._config_dtypes import ConfigDtype, ConfigDtypes
 from linter.model._config_references import config_references
-from linter.model._dotted_names import ImportAliases
+from linter.model._dotted_names import ImportAliases, dotted_name
 from linter.model._dtype_choices import runs_choosing
 from linter.model._fp16_requests import asks_for_fp16
 from linter.model._module_index import ModuleIndex, module_index, walk
 from linter.model._path_facts import path_facts
-from linter.model._scaler_precision import for_another_precision
+from linter.model._scaler_precision import for_another_precision, used_for_another_precision
 from linter.model._scaler_receivers import scaler_receivers
 
 
@@ -275,7 +275,10 @@ class LitModel(L.LightningModule):
         aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
         receivers = scaler_receivers(index)
         scalers = [c for c in index.nodes(cst.Call) if receivers.is_constructor_call(c)]
-        if not scalers:
+        # Scalers a function of another module returns (`opt, scaler = init_opt(...)`), when
+        # that module does not create them only for another precision.
+        imported = [found for found in receivers.imported.values() if found[1].precision != "other"]
+        if not scalers and not imported:
             return
         module_autocasts = ModuleAutocasts(index, aliases)
         autocasts = [a for a in module_autocasts.sites if not a.disabled]
@@ -301,6 +304,13 @@ class LitModel(L.LightningModule):
                 continue
             message = _message(context, call, autocasts, from_configs, chosen)
             yield Finding(call, when + message, related=related)
+        for bound, record, path in imported:
+            if used_for_another_precision(index, paths, dotted_name(bound) or ""):
+                continue
+            returner = record.holder.partition("[")[0]
+            origin = f" (the GradScaler `{returner}` returns, {path}:{record.line})"
+            message = _message(context, bound, autocasts, from_configs, chosen, origin)
+            yield Finding(bound, when + message, related=related)
 
 
 def _config_bf16(
@@ -340,10 +350,11 @@ def _relative(context: ModuleContext, path: str) -> str:
 
 def _message(
     context: ModuleContext,
-    call: cst.Call,
+    call: cst.CSTNode,
     autocasts: list[Autocast],
     from_configs: dict[Autocast, ConfigDtype],
     chosen: str | None,
+    origin: str = "",
 ) -> str:
     code = context.module.code_for_node(call)
     if len(code) > 60:
@@ -356,8 +367,9 @@ def _message(
     elif chosen is not None:
         where += f"; the dtype is chosen {chosen}"
     return (
-        f"`{code}` scales the loss, but every autocast in this file runs in bf16 ({where}): "
-        "bf16 has fp32's exponent range and needs no loss scaling, so the scaler only adds work "
-        "— and, with a non-fused optimizer, a host-device sync in every `scaler.step()`; drop "
-        "it (`loss.backward()`, `optimizer.step()`) or enable it only for fp16"
+        f"`{code}`{origin} scales the loss, but every autocast in this file runs in bf16 "
+        f"({where}): bf16 has fp32's exponent range and needs no loss scaling, so the scaler "
+        "only adds work — and, with a non-fused optimizer, a host-device sync in every "
+        "`scaler.step()`; drop it (`loss.backward()`, `optimizer.step()`) or enable it only for "
+        "fp16"
     )

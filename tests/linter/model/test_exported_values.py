@@ -185,3 +185,81 @@ def test_a_subclass_inherits_the_values_its_base_binds_and_it_does_not(tmp_path:
         ("Base.self.sc", SCALER, "amp.py")
     ]
     assert values.inherited(own) == []
+
+
+def test_scalers_functions_return_are_exported_by_place_with_their_precision() -> None:
+    text = textwrap.dedent(
+        """\
+        import torch
+
+        def init_opt(model, use_bf16):
+            optimizer = torch.optim.AdamW(model.parameters())
+            scaler = torch.amp.GradScaler("cuda") if use_bf16 else None
+            return optimizer, scaler, None
+
+        def build_scaler():
+            return torch.amp.GradScaler("cuda")
+
+        def fp16_scaler(args):
+            return torch.amp.GradScaler("cuda", enabled=args.fp16)
+
+        def maybe(flag):
+            if flag:
+                return torch.optim.SGD([]), torch.amp.GradScaler("cuda")
+            return torch.optim.SGD([]), StandardScaler()  # another thing at that place
+
+        def uneven(flag):
+            if flag:
+                return torch.amp.GradScaler("cuda")
+            return None, None
+
+        class Trainer:
+            def make(self):
+                return torch.amp.GradScaler("cuda")  # a method: not reached by a call here
+        """
+    )
+    context = ModuleContext("m.py", text, cst.parse_module(text))
+    found = {
+        r.holder: (r.kind, r.line, r.precision)
+        for r in value_records(context, module_index(context))
+    }
+    assert found == {
+        "init_opt()[1]": (SCALER, 5, ""),
+        "build_scaler()": (SCALER, 9, ""),
+        "fp16_scaler()": (SCALER, 12, "other"),
+    }
+
+
+def test_an_importer_binds_a_returned_scaler_by_its_place(tmp_path: Path) -> None:
+    from linter.model._scaler_receivers import scaler_receivers
+
+    project = build(
+        tmp_path,
+        {
+            "helper.py": (
+                "import torch\n"
+                "def init_opt(m):\n"
+                '    scaler = torch.amp.GradScaler("cuda")\n'
+                "    return torch.optim.SGD(m.parameters()), scaler\n"
+            ),
+            "main.py": (
+                "from helper import init_opt\n"
+                "opt, scaler = init_opt(model)\n"
+                "sched, other = init_opt(model)[::-1]\n"
+                "scaler.step(opt)\n"
+                "opt.step()\n"
+                "other.step()\n"
+            ),
+        },
+    )
+    context = context_of(project, tmp_path / "main.py")
+    receivers = scaler_receivers(module_index(context))
+    assert set(receivers.imported) == {"scaler"}
+    bound, record, path = receivers.imported["scaler"]
+    assert (cst.Module([]).code_for_node(bound), record.holder, path) == (
+        "scaler",
+        "init_opt()[1]",
+        "helper.py",
+    )
+    assert receivers.proves(cst.Name("scaler"))
+    assert not receivers.proves(cst.Name("opt"))
