@@ -145,7 +145,7 @@ def lint_text(
         project.reset_used()
         # Events and values of the modules it imports may enter its analyses: their text
         # counts for the pre-filter too.
-        imported = project.imported_text(os.path.abspath(path))
+        imported = project.imported_text(os.path.abspath(path), text)
         if imported:
             active = [rule for rule in rules if rule in active or rule.wants(f"{text}\n{imported}")]
     if not active:
@@ -709,7 +709,7 @@ def _prepare(
         if cache is not None and key is not None:
             cache.store(key, report)
         return report, None, None
-    imported = project.imported_text(absolute) if project is not None else ""
+    imported = project.imported_text(absolute, document.text) if project is not None else ""
     text = f"{document.text}\n{imported}" if imported else document.text
     if any(rule.wants(document.text) or (imported and rule.wants(text)) for rule in job.rules):
         return None, replace(job, data=data, on_disk=job.data is None and job.on_disk), key

@@ -473,3 +473,33 @@ def test_a_receiver_of_a_class_no_summary_holds_runs_no_project_method(tmp_path:
     assert _targets(project, main, "runner.train_step") == []
     assert _targets(project, main, "built.train_step") == []
     assert _targets(project, main, "helper.train_step") == ["Trainer.train_step"]
+
+
+def test_imported_text_holds_the_imported_functions_the_file_names(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "engine.py": """
+                def train_step(model, batch, optimizer, scaler):
+                    scaler.scale(model(batch)).backward()
+                    scaler.step(optimizer)
+
+                def clip(model, scaler):
+                    scaler.unscale_(model.opt)
+
+                class Runner:
+                    def run_epoch(self):
+                        self.opt.zero_grad()
+                """,
+            "main.py": "import engine\n",
+        },
+    )
+    main = str(tmp_path / "main.py")
+    named = project.imported_text(main, "import engine\nengine.train_step(m, b, o, s)\n")
+    assert "def train_step" in named
+    assert "def clip" not in named
+    assert "def run_epoch" not in named
+    # A class named brings its methods: a constructor, a subclass or an object built here.
+    assert "def run_epoch" in project.imported_text(main, "class Mine(engine.Runner): pass\n")
+    assert project.imported_text(main, "import engine\n") == ""
+    assert str(tmp_path / "engine.py") in project.used
