@@ -405,6 +405,17 @@ class Bf16Origins:
         self._returns: dict[cst.FunctionDef, list[cst.Return]] | None = None
         #: Grafted function of another module -> the analysis of it alone.
         self._foreign: dict[cst.FunctionDef, Bf16Origins] = {}
+        #: Whether the bindings are collected (at the first question about a model's origin).
+        self._collected = False
+
+    def _collect_once(self) -> None:
+        """The module's bindings, collected when a model's origin is first asked for: most
+        modules an fp16 rule reads have no fp16 site, so nothing asks, and the collection (an
+        origin for every assignment, through grafts and callers in other modules) was most of
+        AMP002's and AMP008's time on real trees where neither found anything."""
+        if self._collected:
+            return
+        self._collected = True
         # Two passes: a function defined above its caller sees the caller's models on the second.
         self._collect()
         self._settled = self._bindings
@@ -490,6 +501,7 @@ class Bf16Origins:
 
     def of_expression(self, node: cst.BaseExpression, at: cst.CSTNode) -> Bf16Origin | None:
         """The origin of the model ``node`` evaluates to, seen from the site ``at``."""
+        self._collect_once()
         if isinstance(node, cst.Call):
             func = node.func
             if isinstance(func, cst.Attribute):
@@ -565,6 +577,7 @@ class Bf16Origins:
     def returned(self, call: cst.Call, element: int | None) -> Bf16Origin | None:
         """The origin of what a same-module function returns (``element`` of a returned tuple):
         ``model, tok = load_model_and_tokenizer(name)``."""
+        self._collect_once()
         callees = self._callees(call)
         if not callees:
             return self._foreign_returned(call, element)
@@ -645,6 +658,7 @@ class Bf16Origins:
         return []
 
     def of_name(self, name: str, at: cst.CSTNode) -> Bf16Origin | None:
+        self._collect_once()
         function = self._index.enclosing_function(at)
         order = self._index.order.get(at, len(self._index.order))
         # `model = model.half()`: the binding being evaluated does not exist yet.

@@ -29,7 +29,7 @@ from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 4
+SUMMARY_FORMAT = 5
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
@@ -54,6 +54,23 @@ GRAFT_WORDS = (
     "deepspeed",
     "Accelerator",
 )
+
+#: The graft words an optimizer or scaler method names (``opt.step()``, ``scaler.update()``):
+#: a function mentions them only when it calls that method, not when it counts steps
+#: (``global_step``, ``steps_per_epoch``) or updates a dict's keys by another name.
+_METHOD_WORDS = {word: re.compile(rf"\.[\s\\]*{word}\b") for word in ("step", "update")}
+
+
+def graft_words(source: str) -> tuple[str, ...]:
+    """Which of `GRAFT_WORDS` ``source`` mentions, ``step`` and ``update`` only as a method
+    name (a function that merely counts steps is not worth grafting: none of its calls is an
+    optimizer's or a scaler's step)."""
+    return tuple(
+        word
+        for word in GRAFT_WORDS
+        if word in source
+        and (word not in _METHOD_WORDS or _METHOD_WORDS[word].search(source) is not None)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +228,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
                 analysis.function_reason(function),
                 source := function_source(context.source, index, function)
                 or _dedented_source(context.module, function),
-                tuple(word for word in GRAFT_WORDS if word in source),
+                graft_words(source),
             )
         )
     calls = []

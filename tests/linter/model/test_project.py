@@ -503,3 +503,34 @@ def test_imported_text_holds_the_imported_functions_the_file_names(tmp_path: Pat
     assert "def run_epoch" in project.imported_text(main, "class Mine(engine.Runner): pass\n")
     assert project.imported_text(main, "import engine\n") == ""
     assert str(tmp_path / "engine.py") in project.used
+
+
+def test_a_function_that_only_counts_steps_has_no_step_word(tmp_path: Path) -> None:
+    from linter.model._summary import graft_words
+
+    assert graft_words("global_step += 1\nsteps_per_epoch = 10\n") == ()
+    assert graft_words("optimizer.step()\n") == ("step",)
+    assert graft_words("scaler.\\\n    update()\n") == ("update",)
+    assert graft_words("loss.backward()\nstate_dict = model.state_dict()\n") == (
+        "backward",
+        "state_dict",
+    )
+
+
+def test_a_module_without_an_fp16_site_asks_no_other_module_for_its_models(
+    tmp_path: Path,
+) -> None:
+    from linter.model._fp16_sites import Fp16Sites
+
+    loader = "def load(name):\n    return AutoModel.from_pretrained(name).half()\n"
+    quiet = "from loader import load\nmodel = load('t5')\nmodel.train()\nloss.backward()\n"
+    project = build(tmp_path, {"loader.py": loader, "main.py": quiet})
+    context = context_of(project, tmp_path / "main.py")
+    assert list(Fp16Sites(context).sites()) == []
+    assert context.grafts == {}
+    # With an fp16 site, the model it trains is followed into the loader.
+    loud = quiet + 'with torch.autocast("cuda", dtype=torch.float16):\n    out = model(x)\n'
+    (tmp_path / "main.py").write_text(loud, encoding="utf-8")
+    context = context_of(project, tmp_path / "main.py")
+    list(Fp16Sites(context).sites())
+    assert len(context.grafts) == 1
