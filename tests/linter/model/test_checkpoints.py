@@ -232,3 +232,36 @@ def test_a_save_only_the_tpu_branch_runs_is_left_out() -> None:
             torch.save(ckpt, path)
     """
     assert writes(source) == [(7, False)]
+
+
+@pytest.mark.parametrize(
+    ("build", "holds"),
+    [
+        ("Checkpointer(model, out_dir, optimizer=optimizer, scheduler=scheduler)", False),
+        ("DetectionCheckpointer(model, cfg.OUTPUT_DIR, optimizer=opt)", False),
+        ("FSDPCheckpointer(model, out_dir, optimizer=optimizer, scaler=model.fp16_scaler)", True),
+        ("Checkpointer(model, out_dir, optimizer=optimizer, grad_scaler=gs)", True),
+    ],
+)
+def test_a_checkpointer_of_the_model_and_the_optimizer_is_a_resume_checkpoint(
+    build: str, holds: bool
+) -> None:
+    context, found = model(build)
+    assert [(context.position(w.call).start.line, w.holds_scaler) for w in found.writes] == [
+        (1, holds)
+    ]
+    assert "checkpointer" in found.writes[0].remedy
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        "Checkpointer(model, out_dir)",
+        "DetectionCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self))",
+        "PeriodicCheckpointer(checkpointer, period=1000, max_iter=max_iter)",
+        'Checkpointer(checkpoints_dir, recoverables={"model": model, "optimizer": opt})',
+        "Checkpointer(model, out_dir, optimizer=None)",
+    ],
+)
+def test_checkpointers_of_the_weights_or_of_other_things_are_not(build: str) -> None:
+    assert writes(build) == []
