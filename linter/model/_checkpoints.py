@@ -530,7 +530,13 @@ def _expr(dotted: str) -> cst.BaseExpression:
 
 
 def _mentions(call: cst.Call, name: str) -> bool:
-    return any(isinstance(n, cst.Name) and n.value == name for n in walk(call))
+    """``call`` reads the variable ``name``: not a method or keyword spelled the same
+    (``state_dict = {"model": model.state_dict()}`` names a dict that ``.state_dict()`` does not
+    read)."""
+    nodes = list(walk(call))
+    spellings = {n.attr for n in nodes if isinstance(n, cst.Attribute)}
+    spellings |= {n.keyword for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+    return any(isinstance(n, cst.Name) and n.value == name and n not in spellings for n in nodes)
 
 
 def _under(scope: cst.CSTNode, index: ModuleIndex, kind: type[_Node]) -> Iterator[_Node]:

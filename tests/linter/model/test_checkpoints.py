@@ -102,6 +102,35 @@ def test_a_dict_that_may_change_unseen_is_unknown(between: str) -> None:
     assert writes(source) == []
 
 
+@pytest.mark.parametrize(
+    ("between", "holds"),
+    [
+        ("log.info(len(model.state_dict()))", False),
+        ("state_dict.update(epoch=epoch)", False),
+        ("state_dict['scaler'] = scaler.state_dict()", True),
+        ("model.load_state_dict(state_dict=model.state_dict())", False),
+    ],
+)
+def test_a_dict_named_state_dict_is_not_read_by_state_dict_calls(between: str, holds: bool) -> None:
+    source = f"""
+    def save(model, optimizer, scaler, epoch, path):
+        state_dict = {{"model": model.state_dict(), "optimizer": optimizer.state_dict()}}
+        {between}
+        torch.save(state_dict, path)
+    """
+    assert writes(source) == [(5, holds)]
+
+
+def test_a_dict_named_state_dict_handed_on_is_unknown() -> None:
+    source = """
+    def save(model, optimizer, path):
+        state_dict = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+        add_extra_state(state_dict)
+        torch.save(state_dict, path)
+    """
+    assert writes(source) == []
+
+
 def test_a_spread_makes_the_content_unknown() -> None:
     assert (
         writes('torch.save({"model": m.state_dict(), "optimizer": o.state_dict(), **x}, p)') == []
