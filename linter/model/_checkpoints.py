@@ -11,6 +11,9 @@ What this module reads, per module:
   ``xm.save``, a ``save_checkpoint(state, ...)`` helper: a callee whose name says ``save``) whose
   first argument is a dict literal, a ``dict(...)`` call, or a name bound to one in the same
   function and then filled in (``ckpt["scaler"] = ...``, ``ckpt.update({...})``);
+  A checkpointer object built with the objects it checkpoints (fvcore's and detectron2's
+  ``Checkpointer(model, save_dir, optimizer=optimizer, scheduler=scheduler)``: the model, then
+  each keyword an entry of every checkpoint it saves and resumes from) is a write too;
 - its **entries**: (key, value) pairs; a ``**spread``, an ``update(other)``, the dict handed to
   another call before the save, or two bindings make the content unknown, and unknown checkpoints
   are not reported;
@@ -49,6 +52,15 @@ SAVER_NAME = re.compile(r"^(?!(before|after|on|pre|post)_)(\w+_)?save(_\w+)?$", 
 NOT_A_STATE_SAVER = frozenset(
     {"save_pretrained", "save_state", "save_model", "save_hyperparameters"}
 )
+#: Callee names of checkpointer classes built with the objects they checkpoint (fvcore's
+#: ``Checkpointer``, detectron2's ``DetectionCheckpointer``, ``FSDPCheckpointer``...).
+CHECKPOINTER_NAME = re.compile(r"^\w*Checkpointer$")
+#: How a finding says to add the scaler's state to a saved dict, and to a checkpointer.
+ADD_AN_ENTRY = '`"scaler": scaler.state_dict()` (and load it on resume)'
+REGISTER_IT = (
+    "the scaler to the checkpointer (`Checkpointer(..., scaler=scaler)`): it saves and "
+    "restores it with the rest"
+)
 #: Keys that say which state an entry holds.
 OPTIMIZER_KEY = re.compile(r"optim", re.IGNORECASE)
 MODEL_KEY = re.compile(r"model|state_dict|net|weights|params", re.IGNORECASE)
@@ -77,6 +89,8 @@ class CheckpointWrite:
     optimizer_state: cst.BaseExpression
     #: Whether it holds a GradScaler's state.
     holds_scaler: bool
+    #: What to add so that it does (`ADD_AN_ENTRY`, or `REGISTER_IT` for a checkpointer).
+    remedy: str = ADD_AN_ENTRY
 
 
 class Checkpoints:
@@ -102,7 +116,8 @@ class Checkpoints:
         return [
             write
             for call in self._calls(root)
-            if (write := self._write(call)) is not None and not self._on_xla_branch(call)
+            if (write := self._write(call) or self._checkpointer(call)) is not None
+            and not self._on_xla_branch(call)
         ]
 
     def _calls(self, root: cst.CSTNode | None) -> list[cst.Call]:
@@ -126,6 +141,23 @@ class Checkpoints:
             return None
         holds = any(self._scaler_state(k, v) for k, v in entries)
         return CheckpointWrite(call, literal, optimizer, holds)
+
+    def _checkpointer(self, call: cst.Call) -> CheckpointWrite | None:
+        """``Checkpointer(model, save_dir, optimizer=optimizer)``: the model (its first
+        argument) and the keywords' objects are what every checkpoint it saves holds."""
+        name = dotted_name(call.func)
+        if name is None or not CHECKPOINTER_NAME.search(last_part(name)) or not call.args:
+            return None
+        first = call.args[0]
+        entries = [] if first.keyword is not None else [("model", first.value)]
+        entries += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+        optimizer = next(
+            (v for k, v in entries if k != "model" and self._optimizer_state(k, v)), None
+        )
+        if optimizer is None or not any(self._model_state(k, v) for k, v in entries):
+            return None
+        holds = any(self._scaler_state(k, v) for k, v in entries)
+        return CheckpointWrite(call, None, optimizer, holds, REGISTER_IT)
 
     # -- what the saved mapping holds ----------------------------------------------------------
 
@@ -498,7 +530,13 @@ def _expr(dotted: str) -> cst.BaseExpression:
 
 
 def _mentions(call: cst.Call, name: str) -> bool:
-    return any(isinstance(n, cst.Name) and n.value == name for n in walk(call))
+    """``call`` reads the variable ``name``: not a method or keyword spelled the same
+    (``state_dict = {"model": model.state_dict()}`` names a dict that ``.state_dict()`` does not
+    read)."""
+    nodes = list(walk(call))
+    spellings = {n.attr for n in nodes if isinstance(n, cst.Attribute)}
+    spellings |= {n.keyword for n in nodes if isinstance(n, cst.Arg) and n.keyword is not None}
+    return any(isinstance(n, cst.Name) and n.value == name and n not in spellings for n in nodes)
 
 
 def _under(scope: cst.CSTNode, index: ModuleIndex, kind: type[_Node]) -> Iterator[_Node]:

@@ -14,6 +14,7 @@ from linter.model._gradient_reach import feeds_a_plain_optimizer, never_together
 from linter.model._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model._module_index import ModuleIndex, module_index
 from linter.model._scaled_losses import backpropagated, backpropagates_scaled, discarded_scale
+from linter.model._scaler_identity import same_scaler
 from linter.model._scaler_switches import DISABLED, ScalerSwitches, scaler_off, scaler_switches
 
 
@@ -48,8 +49,9 @@ class BackwardWithoutScale(Rule):
       `scaler.scale(loss)` as its argument, apex's `with amp.scale_loss(...) as scaled_loss`;
     - the plain backward on the other branch: `if scaler is not None: ... else:
       loss.backward()`, `if args.fp16:` / `else`, separate `if use_amp:` / `if not use_amp:`
-      blocks, a helper's `if scaler:` branch read with the caller's argument, a branch where
-      the scaler is `None` or disabled;
+      blocks, a helper's `if scaler:` branch read with the caller's argument, a model's method
+      that branches on the scaler it owns (`if self.grad_scaler is not None:`) while the loop
+      steps it as `model.grad_scaler`, a branch where the scaler is `None` or disabled;
     - a scaler created `GradScaler(enabled=False)` (its scale is 1), or one created
       `GradScaler(enabled=args.amp)` when the backward only runs with `args.amp` off;
     - a plain backward whose gradients an `optimizer.step()` or `zero_grad()` consumes before
@@ -429,9 +431,11 @@ class _Query:
         """``if args.fp16: scaler.scale(loss).backward() else: loss.backward()`` with a scaler
         that is not always on (built elsewhere, switched, or built under a condition): the
         branch is the scaler's switch, however spelled (``GradScaler(enabled=self.use_amp)``
-        and ``if args.fp16:``), so the plain arm runs with the scaler disabled."""
+        and ``if args.fp16:``), so the plain arm runs with the scaler disabled. The scaled arm may
+        spell the scaler otherwise than the step (``self.grad_scaler`` in the model's method,
+        ``grad_scaler = model.grad_scaler`` in the loop that steps it)."""
         return any(
-            scaled.scaler == step.scaler
+            same_scaler(scaled.scaler, step.scaler)
             and never_together(self._model, iteration, scaled, backward)
             for scaled in iteration.of(Kind.SCALED_BACKWARD)
         )

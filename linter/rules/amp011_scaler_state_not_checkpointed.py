@@ -363,10 +363,15 @@ save_checkpoint(
         )
         if not constructors and not scaled:
             return
-        if not constructors and any(receivers.is_constructor_call(n) for n in context.foreign):
-            # The scaler is built in a function of another module this one calls (a
+        if (
+            not constructors
+            and any(receivers.is_constructor_call(n) for n in context.foreign)
+            and all(e.call in context.foreign for e in scaled)
+        ):
+            # The scaler is built and used in a function of another module this one calls (a
             # `train_one_epoch` that makes its own, a `train()` an HPO script calls): it lives
-            # and is checkpointed (or not) there, and that module's own lint says so.
+            # and is checkpointed (or not) there, and that module's own lint says so. One this
+            # module steps (`model.grad_scaler`, built by the model's class) is this one's.
             return
         found = checkpoints(index, receivers, iterations.is_optimizer)
         trainer = ((constructors[0] if constructors else scaled[0].call), _TRAINER)
@@ -395,8 +400,7 @@ save_checkpoint(
                     write.call,
                     "this resume checkpoint saves the model's and the optimizer's state but not "
                     "the GradScaler's: a resumed run restarts from the initial scale and "
-                    'overflows until it backs off again; add `"scaler": scaler.state_dict()` '
-                    "(and load it on resume)",
+                    f"overflows until it backs off again; add {write.remedy}",
                     related=(trainer,),
                     fix=_fix(write, index, receivers) if local else None,
                 )

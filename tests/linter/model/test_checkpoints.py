@@ -102,6 +102,35 @@ def test_a_dict_that_may_change_unseen_is_unknown(between: str) -> None:
     assert writes(source) == []
 
 
+@pytest.mark.parametrize(
+    ("between", "holds"),
+    [
+        ("log.info(len(model.state_dict()))", False),
+        ("state_dict.update(epoch=epoch)", False),
+        ("state_dict['scaler'] = scaler.state_dict()", True),
+        ("model.load_state_dict(state_dict=model.state_dict())", False),
+    ],
+)
+def test_a_dict_named_state_dict_is_not_read_by_state_dict_calls(between: str, holds: bool) -> None:
+    source = f"""
+    def save(model, optimizer, scaler, epoch, path):
+        state_dict = {{"model": model.state_dict(), "optimizer": optimizer.state_dict()}}
+        {between}
+        torch.save(state_dict, path)
+    """
+    assert writes(source) == [(5, holds)]
+
+
+def test_a_dict_named_state_dict_handed_on_is_unknown() -> None:
+    source = """
+    def save(model, optimizer, path):
+        state_dict = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+        add_extra_state(state_dict)
+        torch.save(state_dict, path)
+    """
+    assert writes(source) == []
+
+
 def test_a_spread_makes_the_content_unknown() -> None:
     assert (
         writes('torch.save({"model": m.state_dict(), "optimizer": o.state_dict(), **x}, p)') == []
@@ -232,3 +261,36 @@ def test_a_save_only_the_tpu_branch_runs_is_left_out() -> None:
             torch.save(ckpt, path)
     """
     assert writes(source) == [(7, False)]
+
+
+@pytest.mark.parametrize(
+    ("build", "holds"),
+    [
+        ("Checkpointer(model, out_dir, optimizer=optimizer, scheduler=scheduler)", False),
+        ("DetectionCheckpointer(model, cfg.OUTPUT_DIR, optimizer=opt)", False),
+        ("FSDPCheckpointer(model, out_dir, optimizer=optimizer, scaler=model.fp16_scaler)", True),
+        ("Checkpointer(model, out_dir, optimizer=optimizer, grad_scaler=gs)", True),
+    ],
+)
+def test_a_checkpointer_of_the_model_and_the_optimizer_is_a_resume_checkpoint(
+    build: str, holds: bool
+) -> None:
+    context, found = model(build)
+    assert [(context.position(w.call).start.line, w.holds_scaler) for w in found.writes] == [
+        (1, holds)
+    ]
+    assert "checkpointer" in found.writes[0].remedy
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        "Checkpointer(model, out_dir)",
+        "DetectionCheckpointer(model, cfg.OUTPUT_DIR, trainer=weakref.proxy(self))",
+        "PeriodicCheckpointer(checkpointer, period=1000, max_iter=max_iter)",
+        'Checkpointer(checkpoints_dir, recoverables={"model": model, "optimizer": opt})',
+        "Checkpointer(model, out_dir, optimizer=None)",
+    ],
+)
+def test_checkpointers_of_the_weights_or_of_other_things_are_not(build: str) -> None:
+    assert writes(build) == []
