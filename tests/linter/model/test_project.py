@@ -473,3 +473,30 @@ def test_a_receiver_of_a_class_no_summary_holds_runs_no_project_method(tmp_path:
     assert _targets(project, main, "runner.train_step") == []
     assert _targets(project, main, "built.train_step") == []
     assert _targets(project, main, "helper.train_step") == ["Trainer.train_step"]
+
+
+def test_a_method_of_an_object_built_in_place_runs_that_class_method(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "trainers.py": TRAINERS,
+            "main.py": """
+                import trainers
+                from trainers import Task
+
+                def train(loader, build_trainer):
+                    for batch in loader:
+                        Task().train_step(batch)
+                        trainers.Trainer(batch).train_step(batch)
+                        build_trainer(batch).train_step(batch)
+            """,
+        },
+    )
+    main = tmp_path / "main.py"
+    assert _targets(project, main, "Task().train_step") == ["Task.train_step"]
+    assert _targets(project, main, "trainers.Trainer().train_step") == ["Trainer.train_step"]
+    # A factory's result may be anything: no record, so no guess at its class.
+    callees = {record.callee for record in project.summaries[str(main)].calls}
+    assert not {callee for callee in callees if callee.startswith("build_trainer")} - {
+        "build_trainer"
+    }
