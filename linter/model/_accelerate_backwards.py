@@ -23,15 +23,34 @@ ACCELERATOR = re.compile(r"^_*accelerator$", re.IGNORECASE)
 
 
 def accelerate_backwards(index: ModuleIndex) -> list[cst.Call]:
-    """The module's ``<accelerator>.backward(loss)`` calls, in source order."""
+    """The module's ``<accelerator>.backward(loss)`` calls, in source order: through a receiver
+    named like one or bound in the module to an ``Accelerator(...)`` (tez keeps it in
+    ``self._driver``)."""
+    bound = bound_accelerators(index)
     return [
         call
         for call in index.calls_named(".backward")
         if call.args
         and isinstance(call.func, cst.Attribute)
         and (receiver := dotted_name(call.func.value)) is not None
-        and ACCELERATOR.search(last_part(receiver))
+        and (ACCELERATOR.search(last_part(receiver)) or receiver in bound)
     ]
+
+
+def _accelerator_calls(index: ModuleIndex) -> list[cst.Call]:
+    """The module's ``Accelerator(...)`` / ``accelerate.Accelerator(...)`` calls."""
+    return index.calls_named("Accelerator") + index.calls_named(".Accelerator")
+
+
+def bound_accelerators(index: ModuleIndex) -> set[str]:
+    """Names and attributes the module assigns an ``Accelerator(...)``: wrappers that clip,
+    step and backpropagate by the AMP recipe themselves, whatever they are called."""
+    bound: set[str] = set()
+    for call in _accelerator_calls(index):
+        assign = index.parent.get(call)
+        if isinstance(assign, cst.Assign) and assign.value is call:
+            bound.update(name for target in assign.targets if (name := dotted_name(target.target)))
+    return bound
 
 
 def may_scale_fp16(context: ModuleContext, index: ModuleIndex) -> bool:
@@ -43,7 +62,7 @@ def may_scale_fp16(context: ModuleContext, index: ModuleIndex) -> bool:
 def _never_fp16(index: ModuleIndex) -> bool:
     """Every ``Accelerator(...)`` of the module pins a precision other than fp16."""
     pinned = []
-    for call in index.calls_named("Accelerator") + index.calls_named(".Accelerator"):
+    for call in _accelerator_calls(index):
         value = next(
             (a.value for a in call.args if a.keyword and a.keyword.value == "mixed_precision"),
             None,

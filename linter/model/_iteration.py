@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from linter._rule import ModuleContext
+from linter.model._accelerate_backwards import bound_accelerators
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._gradient_reads import gradient_reads
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
@@ -204,6 +205,8 @@ class TrainingIterations:
         self._index = index
         self.aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
         self.receivers = scaler_receivers(index)
+        #: Names the module binds to an ``Accelerator(...)``: recipe wrappers, whatever their name.
+        self._accelerators = bound_accelerators(index)
         self.facts = path_facts(index)
         self._optimizers = self._optimizer_names()
         self._scaled = self._scaled_loss_names()
@@ -251,7 +254,11 @@ class TrainingIterations:
         receiver_name = dotted_name(receiver)
         if method == "backward":
             yield from self._backward(call, receiver)
-        elif receiver_name is None or _RECIPE_WRAPPER.search(last_part(receiver_name)):
+        elif (
+            receiver_name is None
+            or _RECIPE_WRAPPER.search(last_part(receiver_name))
+            or receiver_name in self._accelerators
+        ):
             return
         elif self.receivers.looks_like(receiver):
             kind = {"unscale_": Kind.UNSCALE, "step": Kind.SCALER_STEP, "update": Kind.UPDATE}

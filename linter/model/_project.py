@@ -30,7 +30,6 @@ import libcst as cst
 
 from linter._parse import parse_module, parse_module_anew
 from linter._rule import positions_of
-from linter.model._dotted_names import dotted_name
 from linter.model._file_facts import FileFacts
 from linter.model._imports import ModuleFiles
 from linter.model._line_numbers import call_lines
@@ -43,6 +42,7 @@ from linter.model._summary import (
     constructed_receivers,
     qualified_name,
     receiver_type,
+    written_callee,
 )
 from linter.model._summary_store import Summaries
 from linter.model._tree import descendants, walk
@@ -608,7 +608,7 @@ class Project:
     def _graft_target(self, context: ModuleContext, call: cst.Call) -> tuple[str, str] | None:
         """(path, qualified name) of the one function of another module ``call`` runs."""
         index = module_index(context)
-        callee = dotted_name(call.func)
+        callee = written_callee(call)
         path = os.path.abspath(context.path)
         if callee is None or path not in self.summaries:
             return None
@@ -662,7 +662,7 @@ def _calls_by_line(
     # In `walk`'s order, which decides between two calls of one callee on one line.
     for node in walk(module):
         if isinstance(node, cst.Call) and node in line_of:
-            callee = dotted_name(node.func)
+            callee = written_callee(node)
             if callee is not None:
                 found.setdefault((line_of[node], callee), node)
     return found

@@ -29,7 +29,7 @@ from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 5
+SUMMARY_FORMAT = 6
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
@@ -234,7 +234,7 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
     calls = []
     constructed = constructed_receivers(index)
     for call in index.nodes(cst.Call):
-        callee = dotted_name(call.func)
+        callee = written_callee(call)
         if callee is None:
             continue
         enclosing = index.enclosing_function(call)
@@ -342,6 +342,25 @@ def constructed_receivers(index: Any) -> dict[tuple[cst.CSTNode | None, str], st
     return found
 
 
+def written_callee(call: cst.Call) -> str | None:
+    """The callee as written (``engine.train_one_epoch``, ``self.train_step``, ``helper``); the
+    method of an object built in place as ``Class().method`` (allennlp's
+    ``MixedPrecisionBackwardCallback(path).on_backward(...)``); None for other shapes."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and (built := _built_in_place(func.value)) is not None:
+        return f"{built}().{func.attr.value}"
+    return dotted_name(func)
+
+
+def _built_in_place(node: cst.BaseExpression) -> str | None:
+    """``Class`` of ``Class(...)``: a call of a capitalised name, as a constructor is spelled (a
+    lower-case ``build_model(cfg)`` may return anything)."""
+    if not isinstance(node, cst.Call):
+        return None
+    name = dotted_name(node.func)
+    return name if name is not None and name.rpartition(".")[2][:1].isupper() else None
+
+
 def receiver_type(
     index: Any,
     constructed: dict[tuple[cst.CSTNode | None, str], str | None],
@@ -352,6 +371,9 @@ def receiver_type(
     func = call.func
     if not isinstance(func, cst.Attribute):
         return None
+    built = _built_in_place(func.value)
+    if built is not None:
+        return built
     receiver = dotted_name(func.value)
     if receiver is None or receiver in ("self", "cls"):
         return None

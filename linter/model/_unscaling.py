@@ -14,7 +14,7 @@ import libcst as cst
 
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._iteration import Event, TrainingIterations
-from linter.model._module_index import ModuleIndex
+from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex
 
 #: Calls named like an unscale: ``unscale_gradients()``, ``_unscale_grads()``...
 UNSCALES_BY_NAME = re.compile(r"unscale", re.IGNORECASE)
@@ -45,10 +45,40 @@ def may_run_before(
 ) -> bool:
     """``call`` is in the function of ``event`` (or of the call that brings it) and may run
     before it in one iteration: written above it on a path that reaches it (not below it,
-    which runs before the next iteration's ``event`` only)."""
-    return any(
-        index.enclosing_function(call) is index.enclosing_function(target)
-        and model.facts.precedes_in_source(call, target)
-        and model.facts.may_precede(call, target)
-        for target in (event.call, event.site)
-    )
+    which runs before the next iteration's ``event`` only). A ``call`` inside a function of
+    this module counts at the calls of that function, a few calls up (tez's
+    ``self._backward(loss)`` runs ``self._driver.backward(loss)``)."""
+    sites: list[cst.Call] = [call]
+    seen: set[cst.CSTNode] = set()
+    for _ in range(MAX_CALL_DEPTH):
+        for site in sites:
+            if any(
+                index.enclosing_function(site) is index.enclosing_function(target)
+                and model.facts.precedes_in_source(site, target)
+                and model.facts.may_precede(site, target)
+                for target in (event.call, event.site)
+            ):
+                return True
+        functions = {
+            function
+            for site in sites
+            if (function := index.enclosing_function(site)) is not None and function not in seen
+        }
+        seen |= functions
+        callers = _callers(model, index)
+        sites = [caller for function in functions for caller in callers.get(function, [])]
+    return False
+
+
+def _callers(model: TrainingIterations, index: ModuleIndex) -> dict[cst.CSTNode, list[cst.Call]]:
+    """Function of this module -> the calls of this module that run it."""
+
+    def build() -> dict[cst.CSTNode, list[cst.Call]]:
+        found: dict[cst.CSTNode, list[cst.Call]] = {}
+        for call in index.nodes(cst.Call):
+            callee = model.callee(call)
+            if callee is not None:
+                found.setdefault(callee, []).append(call)
+        return found
+
+    return index.shared(_callers, build)

@@ -40,7 +40,9 @@ class ClipBeforeUnscale(Rule):
     scaler is provably a `GradScaler` and nothing in the file unscales it.
 
     Accelerate's variant is reported too: torch's clip after `accelerator.backward(loss)` and
-    before a plain `optimizer.step()`, with no `accelerator.unscale_gradients()` before it.
+    before a plain `optimizer.step()`, with no `accelerator.unscale_gradients()` before it. The
+    accelerator may have any name the module assigns an `Accelerator(...)` to (`self._driver`),
+    and its backward may sit in a method the step calls (`self._backward(loss)`).
     Under fp16 mixed precision Accelerate's backward scales the loss and the prepared
     optimizer's `step()` unscales only then; `accelerator.clip_grad_norm_` unscales first. Not
     where every `Accelerator(...)` of the file pins another precision

@@ -382,6 +382,8 @@ def _finding(context: ModuleContext, read: Event, backward: Event, iteration: It
     scaler = backward.scaler or "scaler"
     steps = [s for s in iteration.of(Kind.SCALER_STEP) if iteration.may_precede(read, s)]
     optimizer = steps[0].optimizer if steps and steps[0].optimizer else "optimizer"
+    if backward.via is not None and steps and steps[0].scaler:
+        scaler = steps[0].scaler  # as this module names it, not the other module's words
     text = context.module.code_for_node(read.call)
     if len(text) > _QUOTED or "\n" in text:
         text = f"{last_part(dotted_name(read.call.func) or 'read')}(...)"

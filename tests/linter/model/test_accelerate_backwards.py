@@ -44,3 +44,22 @@ def test_fp16_is_possible_unless_every_accelerator_pins_another_precision() -> N
         'a = Accelerator(mixed_precision="bf16")\nb = Accelerator(mixed_precision="fp16")\n'
     )
     assert not fp16("import deepspeed\naccelerator = Accelerator()\n")
+
+
+def test_backwards_through_a_receiver_bound_to_an_accelerator() -> None:
+    context = _context(
+        """
+        class Tez:
+            def init_driver(self):
+                self._driver = Accelerator(mixed_precision=precision)
+
+            def backward(self, loss):
+                self._driver.backward(loss)
+                self._engine.backward(loss)
+
+        driver = accelerate.Accelerator()
+        driver.backward(loss)
+        """
+    )
+    found = accelerate_backwards(module_index(context))
+    assert [context.position(call).start.line for call in found] == [7, 11]

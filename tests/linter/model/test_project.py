@@ -534,3 +534,30 @@ def test_a_module_without_an_fp16_site_asks_no_other_module_for_its_models(
     context = context_of(project, tmp_path / "main.py")
     list(Fp16Sites(context).sites())
     assert len(context.grafts) == 1
+
+
+def test_a_method_of_an_object_built_in_place_runs_that_class_method(tmp_path: Path) -> None:
+    project = build(
+        tmp_path,
+        {
+            "trainers.py": TRAINERS,
+            "main.py": """
+                import trainers
+                from trainers import Task
+
+                def train(loader, build_trainer):
+                    for batch in loader:
+                        Task().train_step(batch)
+                        trainers.Trainer(batch).train_step(batch)
+                        build_trainer(batch).train_step(batch)
+            """,
+        },
+    )
+    main = tmp_path / "main.py"
+    assert _targets(project, main, "Task().train_step") == ["Task.train_step"]
+    assert _targets(project, main, "trainers.Trainer().train_step") == ["Trainer.train_step"]
+    # A factory's result may be anything: no record, so no guess at its class.
+    callees = {record.callee for record in project.summaries[str(main)].calls}
+    assert not {callee for callee in callees if callee.startswith("build_trainer")} - {
+        "build_trainer"
+    }

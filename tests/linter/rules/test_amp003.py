@@ -446,6 +446,54 @@ def test_accelerate_clip_is_reported_when_fp16_is_a_runtime_choice() -> None:
     assert lines(source) == [8]
 
 
+DRIVER_TRAINER = """
+from accelerate import Accelerator
+import torch
+
+
+class Trainer:
+    def init_driver(self, precision):
+        self._driver = Accelerator(mixed_precision=precision)
+
+    def _backward(self, loss):
+        self._driver.backward(loss)
+
+    def _clip(self):
+        {clip}(self.model.parameters(), 1.0)
+
+    def train_step(self, batch):
+        with self._driver.accumulate(self.model):
+            self._backward(self.model(batch))
+            {before}
+            self._clip()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+"""
+
+
+def test_torch_clip_after_the_backward_of_an_accelerator_of_another_name_is_reported() -> None:
+    source = DRIVER_TRAINER.format(clip="torch.nn.utils.clip_grad_norm_", before="pass")
+    ((line, _column, message),) = run_rule(ClipBeforeUnscale, textwrap.dedent(source))
+    assert line == 14
+    assert "`self._driver.clip_grad_norm_(...)`" in message
+
+
+@pytest.mark.parametrize(
+    ("clip", "before"),
+    [
+        ("self._driver.clip_grad_norm_", "pass"),
+        ("torch.nn.utils.clip_grad_norm_", "self._unscale()"),
+    ],
+    ids=["accelerator-clip", "unscale-helper"],
+)
+def test_an_accelerator_of_another_name_that_unscales_is_not_reported(
+    clip: str, before: str
+) -> None:
+    source = DRIVER_TRAINER.format(clip=clip, before=before)
+    source += "\n    def _unscale(self):\n        self._driver.unscale_gradients()\n"
+    assert not lines(source)
+
+
 # -- the fix -------------------------------------------------------------------------------------
 
 LOOP = """\
