@@ -52,7 +52,9 @@ class GradScalerWithFp16Params(Rule):
     The model is tracked through the file as AMP002 tracks bf16 models: rebindings, in-place
     casts, `.to(device)`, DDP/`torch.compile` wrappers, a function's parameter when this file
     passes it the fp16 model (a `main()` that loads it and calls the function that builds the
-    Trainer or the optimizer), a model a same-module helper returns.
+    Trainer or the optimizer), a model a same-module helper returns, and an optimizer over it
+    handed to a training function of another module that builds a GradScaler and steps it
+    (`train(model, loader, optimizer)` with `scaler.step(optimizer)` in `train_utils.py`).
 
     Not reported — the optimizer steps fp32 parameters, or no GradScaler touches fp16 ones:
 
@@ -489,8 +491,10 @@ def _message(context: ModuleContext, site: Fp16Site) -> str:
     scaler = (
         "a GradScaler" if site.what.startswith("GradScaler") else f"the GradScaler of {site.what}"
     )
+    # A GradScaler of a function of another module is placed at the call here.
+    at = f"called at line {line}" if site.node in context.foreign else f"line {line}"
     return (
-        f"{when}{model} is {origin.description} here and {scaler} (line {line}) unscales its "
+        f"{when}{model} is {origin.description} here and {scaler} ({at}) unscales its "
         "gradients: they are fp16, so the first `unscale_` raises `ValueError: Attempting to "
         f"unscale FP16 gradients`; {_FIX[origin.kind]}"
     )
