@@ -257,7 +257,7 @@ class Fp16Sites:
         for site in found:
             if loss_scaling_only and not site.loss_scaling:
                 continue
-            if not self.paths.exclusive(site.origin.node, site.node, (), site.facts):
+            if not self.paths.exclusive(site.origin.node, site.node, site.origin.facts, site.facts):
                 yield site
 
     def _enabled(self, call: cst.Call) -> SwitchOn | None:
