@@ -443,10 +443,11 @@ class Fp16Sites:
 
     def _handed_to_scalers(self) -> Iterator[Fp16Site]:
         """(fp16 models only: AMP008 reports at the cast, in this module.) A function of another
-        module that this module hands a model or its optimizer, and that steps them through a
+        module that this module hands an optimizer over a model, and that steps it through a
         GradScaler it builds: ``train(model, loader, optimizer)`` with ``scaler =
-        GradScaler()`` and ``scaler.step(optimizer)`` in ``train_utils.py``. A bf16 model handed
-        on is left to AMP002's analysis of the training module (its parameter's callers)."""
+        GradScaler()`` and ``scaler.step(optimizer)`` in ``train_utils.py``. A model handed on
+        alone, its optimizer built there, is found from that module's side (its parameter's
+        callers), as is a bf16 model for AMP002."""
         project = self.context.project
         if project is None or self.origins.target != FP16:
             return
