@@ -53,7 +53,10 @@ ACROSS_FILES: dict[str, str] = {
     ),
     "AMP008": (
         "A half model that a builder of another module returns (`build_model(cfg)` ending in "
-        "`.half()`); the finding names that file's cast."
+        "`.half()`); the finding names that file's cast. An optimizer over an fp16 model "
+        "handed to a training function of another module that steps it through a GradScaler "
+        "it builds (`train(model, loader, optimizer)` with `scaler.step(optimizer)` in "
+        "`train_utils.py`): the finding is at the cast or load, and names that file's scaler."
     ),
     "AMP009": ("A GradScaler built in a function that a loop of another module calls per step."),
     "AMP010": (

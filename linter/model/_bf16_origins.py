@@ -562,12 +562,36 @@ class Bf16Origins:
             return None
         arguments = [a for a in node.args if a.keyword is None or a.keyword.value == "dtype"]
         for argument in arguments:
+            picked = self._conditional_dtype(node, argument.value, "cast")
+            if picked is not None:
+                return picked
             options = self._choices.of(argument.value)
             run = options.first(FP16) if options is not None else None
             if run is not None:
                 description = f"cast to {DTYPE_WORDS[FP16]}"
                 return Bf16Origin(node, description, kind="cast", when=run.when, facts=run.facts)
         return None
+
+    def _conditional_dtype(
+        self, node: cst.CSTNode, value: cst.BaseExpression, kind: str
+    ) -> Bf16Origin | None:
+        """(fp16 only.) A dtype picked by a conditional on a setting, fp16 in one arm and not in
+        the other (``torch.float16 if cfg.use_fp16 else "auto"``): the same as casting under
+        ``if cfg.use_fp16:``, an origin on the runs where the test says so. For bf16 such a
+        pick is one switch driving both sides (AMP002 pairs nothing on it)."""
+        if self.target != FP16 or not isinstance(value, cst.IfExp):
+            return None
+        arms = (self.dtype(value.body), self.dtype(value.orelse))
+        if arms.count(FP16) != 1:
+            return None
+        holds = arms[0] == FP16
+        facts = self._paths.facts.of_test(value.test, holds)
+        if not facts:
+            return None
+        code = self._index.module.code_for_node(value.test)
+        description = "loaded as float16" if kind == "loaded" else "cast to float16"
+        when = f"when `{code}` is {'true' if holds else 'false'}"
+        return Bf16Origin(node, description, kind=kind, when=when, facts=facts)
 
     def _cast_origin(self, node: cst.Call, dtype: str) -> Bf16Origin | None:
         if dtype != self.target:
@@ -799,6 +823,10 @@ class Bf16Origins:
         dtype_arg = self.loading_dtype_arg(call)
         if dtype_arg is not None and self.dtype(dtype_arg.value) == self.target:
             return Bf16Origin(dtype_arg.node, f"loaded as {DTYPE_WORDS[self.target]}")
+        if dtype_arg is not None:
+            picked = self._conditional_dtype(dtype_arg.node, dtype_arg.value, "loaded")
+            if picked is not None:
+                return picked
         return self.family_origin(self.checkpoint_arg(call))
 
     def checkpoint_arg(self, call: cst.Call) -> cst.BaseExpression | None:

@@ -34,6 +34,7 @@ from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._dtype_choices import DtypeChoice, argument_options, dtype_choices
 from linter.model._exported_values import imported_autocast
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
+from linter.model._handed_arguments import argument_for
 from linter.model._module_index import ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, path_facts
 from linter.model._precision_engines import precision_engines
@@ -241,11 +242,13 @@ class Fp16Sites:
     def sites(self, *, loss_scaling_only: bool = False) -> Iterator[Fp16Site]:
         """Sites whose origin can run on one path with them (same run, same arm); with
         ``loss_scaling_only``, only the switches that bring a GradScaler."""
-        if not self.trains():
+        handed = tuple(self._handed_to_scalers())
+        if not handed and not self.trains():
             return
         found = (
             *(() if loss_scaling_only else self._autocasts()),
             *self._grad_scalers(),
+            *handed,
             *(() if loss_scaling_only else self._casts()),
             *self._training_arguments(),
             *self._accelerators(),
@@ -254,7 +257,7 @@ class Fp16Sites:
         for site in found:
             if loss_scaling_only and not site.loss_scaling:
                 continue
-            if not self.paths.exclusive(site.origin.node, site.node, (), site.facts):
+            if not self.paths.exclusive(site.origin.node, site.node, site.origin.facts, site.facts):
                 yield site
 
     def _enabled(self, call: cst.Call) -> SwitchOn | None:
@@ -437,6 +440,90 @@ class Fp16Sites:
                         )
                         return (*found, through)
         return None
+
+    def _handed_to_scalers(self) -> Iterator[Fp16Site]:
+        """(fp16 models only: AMP008 reports at the cast, in this module.) A function of another
+        module that this module hands an optimizer over a model, and that steps it through a
+        GradScaler it builds: ``train(model, loader, optimizer)`` with ``scaler =
+        GradScaler()`` and ``scaler.step(optimizer)`` in ``train_utils.py``. A model handed on
+        alone, its optimizer built there, is found from that module's side (its parameter's
+        callers), as is a bf16 model for AMP002."""
+        project = self.context.project
+        if project is None or self.origins.target != FP16:
+            return
+        for call in self.calls:
+            if call in self.context.foreign or not call.args:
+                continue
+            grafted = project.graft(self.context, call, ("GradScaler",))
+            if grafted is not None:
+                yield from self._scalers_of(call, grafted)
+
+    def _scalers_of(self, call: cst.Call, function: cst.FunctionDef) -> Iterator[Fp16Site]:
+        """The sites of the GradScalers ``function`` (grafted under ``call``) builds, each paired
+        with the model whose parameters its step reaches through what ``call`` passes."""
+        nodes = descendants(function)
+        receivers = scaler_receivers(self.index)
+        for scaler_call in nodes:
+            if not receivers.is_constructor_call(scaler_call):
+                continue
+            scaler = _assigned_name(self.index, scaler_call)
+            enabled = self._enabled(scaler_call)  # type: ignore[arg-type]  # a constructor call
+            if scaler is None or enabled is None or enabled.facts:
+                continue
+            for step in nodes:
+                stepped = self._stepped_by(step, scaler)
+                found = self._handed_model(call, function, stepped) if stepped else None
+                if found is None:
+                    continue
+                model, origin, held = found
+                where = self.context.foreign_position(scaler_call)
+                place = f" in {where[0]} line {where[1]}" if where else ""
+                callee = self.context.module.code_for_node(call.func)
+                yield Fp16Site(
+                    scaler_call,
+                    f"`{callee}()`{place}",
+                    "train with bf16 autocast and no GradScaler",
+                    model,
+                    origin,
+                    loss_scaling=True,
+                    through=(
+                        *held,
+                        (call, f"`{callee}(...)` steps it through its GradScaler{place}"),
+                    ),
+                )
+                return
+
+    @staticmethod
+    def _stepped_by(node: cst.CSTNode, scaler: str) -> str | None:
+        """The optimizer name ``<scaler>.step(opt)`` / ``<scaler>.unscale_(opt)`` steps."""
+        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+            return None
+        if (
+            node.func.attr.value not in ("step", "unscale_")
+            or dotted_name(node.func.value) != scaler
+        ):
+            return None
+        arg = positional(node, 0)
+        return arg.value.value if arg is not None and isinstance(arg.value, cst.Name) else None
+
+    def _handed_model(
+        self, call: cst.Call, function: cst.FunctionDef, optimizer: str
+    ) -> tuple[str, Bf16Origin, tuple[tuple[cst.CSTNode, str], ...]] | None:
+        """The model of this module whose parameters the optimizer ``call`` passes as
+        ``function``'s parameter ``optimizer`` holds (built here over the model). An optimizer
+        ``function`` builds over a model it is passed is found from that module's side, as its
+        parameter's origin."""
+        handed = argument_for(call, function, optimizer)
+        if handed is None:
+            return None
+        if isinstance(handed, cst.Name):
+            for node in self._fillers(handed.value, self.index.enclosing_function(call), call):
+                if isinstance(node, cst.Assign):
+                    found = self._optimized_model(node.value, node)
+                    if found is not None:
+                        return (*found, ((node, f"`{handed.value}` trains its parameters"),))
+        found = self._optimized_model(handed, call)
+        return (*found, ()) if found is not None else None
 
     def _optimized_model(
         self, value: cst.BaseExpression, at: cst.CSTNode

@@ -52,7 +52,9 @@ class GradScalerWithFp16Params(Rule):
     The model is tracked through the file as AMP002 tracks bf16 models: rebindings, in-place
     casts, `.to(device)`, DDP/`torch.compile` wrappers, a function's parameter when this file
     passes it the fp16 model (a `main()` that loads it and calls the function that builds the
-    Trainer or the optimizer), a model a same-module helper returns.
+    Trainer or the optimizer), a model a same-module helper returns, and an optimizer over it
+    handed to a training function of another module that builds a GradScaler and steps it
+    (`train(model, loader, optimizer)` with `scaler.step(optimizer)` in `train_utils.py`).
 
     Not reported — the optimizer steps fp32 parameters, or no GradScaler touches fp16 ones:
 
@@ -81,6 +83,11 @@ class GradScalerWithFp16Params(Rule):
     --mixed_precision fp16, ..."), and a scaler enabled by the very flag the cast hangs on —
     `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)`, the shape left behind
     when apex's `FP16_Optimizer` is swapped for a GradScaler ("when `args.fp16` is true, ...").
+    A dtype a conditional picks, fp16 in one arm only
+    (`from_pretrained(..., torch_dtype=torch.float16 if cfg.use_fp16 else "auto")`,
+    `.to(torch.float16 if args.fp16 else torch.float32)`), is a cast under that condition, as
+    `if cfg.use_fp16: model.half()` is: reported beside a scaler on for those runs, quiet beside
+    one only the other runs build.
     A cast to a dtype a flag picks — `model.to(dtype=ptdtype)` with nanoGPT's
     `ptdtype = {...}[args.dtype]`, a conditional on the flag, the flag itself — is an fp16 cast
     on every run when the flag's `default` is fp16, and on the runs that ask for it when fp16 is
@@ -273,6 +280,25 @@ for batch in loader:
     scaler.update()
 """
         ),
+        Example(
+            """\
+import torch
+
+model = Net().cuda().to(torch.float16 if cfg.pure_fp16 else torch.float32)
+optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+if not cfg.pure_fp16:  # the fp16 run keeps no GradScaler: never the half model's run
+    scaler = torch.amp.GradScaler("cuda")
+for x, y in loader:
+    loss = loss_fn(model(x), y)
+    if cfg.pure_fp16:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+        ),
     )
     invalid = (
         Example(
@@ -379,6 +405,25 @@ def main(cfg):
         scaler.scale(loss_fn(model(x), y)).backward()
         scaler.step(optimizer)
         scaler.update()
+""",
+            (5,),
+        ),
+        Example(
+            """\
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained(
+    cfg.model_name, torch_dtype=torch.float16 if cfg.use_fp16 else "auto"
+)
+optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+scaler = torch.amp.GradScaler("cuda", enabled=cfg.use_fp16)
+for batch in loader:
+    with torch.autocast("cuda", dtype=torch.float16, enabled=cfg.use_fp16):
+        loss = model(**batch).loss
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
 """,
             (5,),
         ),
@@ -489,8 +534,10 @@ def _message(context: ModuleContext, site: Fp16Site) -> str:
     scaler = (
         "a GradScaler" if site.what.startswith("GradScaler") else f"the GradScaler of {site.what}"
     )
+    # A GradScaler of a function of another module is placed at the call here.
+    at = f"called at line {line}" if site.node in context.foreign else f"line {line}"
     return (
-        f"{when}{model} is {origin.description} here and {scaler} (line {line}) unscales its "
+        f"{when}{model} is {origin.description} here and {scaler} ({at}) unscales its "
         "gradients: they are fp16, so the first `unscale_` raises `ValueError: Attempting to "
         f"unscale FP16 gradients`; {_FIX[origin.kind]}"
     )
