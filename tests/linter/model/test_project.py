@@ -254,6 +254,9 @@ def test_the_next_file_reuses_a_grafted_tree_and_no_call_shares_one(tmp_path: Pa
     assert first is not None
     assert second is not None
     assert first is not second
+    # The second is a copy of the first: equal code, no node in common.
+    assert first.deep_equals(second)
+    assert not set(map(id, descendants(first))) & set(map(id, descendants(second)))
     again, twice = grafted["b.py"]
     assert again is first
     assert twice is second
