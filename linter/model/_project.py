@@ -118,8 +118,9 @@ class Project:
         self.facts: Mapping[str, FileFacts] = facts or {}
         #: Paths of the summaries consulted since `reset_used` (a lint's dependencies).
         self.used: set[str] = set()
-        #: path -> (the text `imported_text` gives, the modules it read): asked by the pre-filter
-        #: and again by the lint of the same file.
+        #: path -> (the names that reach each imported function with a graft word, and its
+        #: source; the modules read): `imported_text` keeps of them what a file's text names,
+        #: asked by the pre-filter and again by the lint of the same file.
         self._imported: dict[str, tuple[list[tuple[frozenset[str], str]], tuple[str, ...]]] = {}
         self._callers: dict[str, list[tuple[str, CallRecord]]] | None = None
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
