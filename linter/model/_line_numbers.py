@@ -61,7 +61,7 @@ def line_numbers(text: str, index: ModuleIndex) -> Mapping[cst.CSTNode, tuple[in
             return None
         for mine, other in zip(ours, theirs, strict=True):
             line = other.lineno
-            positions[mine] = (line, _column(lines, line, other.col_offset) + 1)
+            positions[mine] = (line, column_of(lines, line, other.col_offset) + 1)
             if cst_type is cst.FunctionDef:
                 ends[mine] = other.end_lineno or line
     return positions
@@ -131,7 +131,7 @@ def line_numbers_cached(
     return found[1]
 
 
-def _column(lines: list[str], line: int, offset: int) -> int:
+def column_of(lines: list[str], line: int, offset: int) -> int:
     """CPython's byte offset on ``line`` as a character count (libcst counts characters)."""
     if line - 1 >= len(lines):
         return offset

@@ -31,6 +31,7 @@ import libcst as cst
 
 from linter._parse import parse_module, parse_module_anew
 from linter._rule import positions_of
+from linter._source import SourceError, read_source
 from linter.model._file_facts import FileFacts
 from linter.model._imports import ModuleFiles
 from linter.model._line_numbers import call_lines
@@ -39,13 +40,14 @@ from linter.model._per_step import GENERIC_METHOD_NAMES
 from linter.model._summary import (
     CallRecord,
     ClassRecord,
+    FunctionRecord,
     ModuleSummary,
     constructed_receivers,
     qualified_name,
     receiver_type,
     written_callee,
 )
-from linter.model._summary_store import Summaries
+from linter.model._summary_store import Summaries, full_summary
 from linter.model._tree import descendants, walk
 
 if TYPE_CHECKING:
@@ -60,6 +62,9 @@ _REEXPORT_DEPTH = 4
 #: ``("module", path)``, ``("function", path, qualname)``, ``("constant", path, name, text)``,
 #: or ``()`` for nothing.
 _Found = tuple[str, ...]
+#: An outline's per-step reasons: by function qualname, and (reason, open) by call site (line,
+#: column, callee).
+_Reasons = tuple[dict[str, str | None], dict[tuple[int, int, str], tuple[str | None, bool]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +99,12 @@ def caller_digests(summaries: Mapping[str, ModuleSummary]) -> dict[str, str]:
     that asked for the callers of a function (``callers:<name>``) depends on."""
     digests: dict[str, hashlib._Hash] = {}
     for path in sorted(summaries):
-        for record in summaries[path].calls:
+        summary = summaries[path]
+        for record in summary.calls:
             name = record.callee.rpartition(".")[2]
-            digests.setdefault(name, hashlib.sha256()).update(f"{path}|{record}".encode())
+            # An outline's call records carry no reasons: its content stands for them.
+            text = f"{path}|{record}|{summary.deferred}"
+            digests.setdefault(name, hashlib.sha256()).update(text.encode())
     return {name: digest.hexdigest()[:32] for name, digest in digests.items()}
 
 
@@ -109,6 +117,7 @@ class Project:
         summaries: Mapping[str, ModuleSummary],
         facts: Mapping[str, FileFacts] | None = None,
         caller_digests: dict[str, str] | None = None,
+        buffers: Mapping[str, bytes] | None = None,
     ) -> None:
         self.files = files
         #: path -> summary (a mapping that may load them when first asked for).
@@ -135,6 +144,11 @@ class Project:
         self._calls_by_line: dict[tuple[str, str], dict[tuple[int, str], cst.Call]] = {}
         #: (path, qualname) -> the parsed caller's function and its code nodes.
         self._caller_nodes: dict[tuple[str, str], tuple[cst.CSTNode, ...]] = {}
+        #: The unsaved text of files an editor has open (what outlines were made from).
+        self._buffers: Mapping[str, bytes] = buffers or {}
+        #: (path, content digest) of an outline -> its full summary's per-step reasons, made
+        #: when first asked; None when unknown (the file changed since).
+        self._reasons: dict[tuple[str, str], _Reasons | None] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -471,25 +485,67 @@ class Project:
         name = target.qualname.rpartition(".")[2]
         for path, record in self.callers(target):
             where = "" if path == here else f" of {self.display(path)}"
-            if record.reason is not None:
-                return f"in `{name}()`, called {record.reason}{where}"
+            reason, _open = self.call_reason(path, record)
+            if reason is not None:
+                return f"in `{name}()`, called {reason}{where}"
         if depth >= MAX_CALL_DEPTH:
             return None
         for path, record in self.callers(target):
             caller = FunctionRef(path, record.caller)
-            if not record.open or not record.caller or caller in seen:
+            if not self.call_reason(path, record)[1] or not record.caller or caller in seen:
                 continue
             summary = self.summary(path)
             function = summary.function(record.caller) if summary else None
             if function is None:
                 continue
-            if function.reason is not None and path != here:
+            function_reason = self.function_reason(path, function)
+            if function_reason is not None and path != here:
                 where = f" of {self.display(path)}"
-                return f"in `{name}()`, called from `{record.caller}`{where}, {function.reason}"
+                return f"in `{name}()`, called from `{record.caller}`{where}, {function_reason}"
             why = self._called_per_step(caller, here, depth + 1, seen | {target})
             if why is not None:
                 return f"in `{name}()`, called {why}"
         return None
+
+    def call_reason(self, path: str, record: CallRecord) -> tuple[str | None, bool]:
+        """Why the call site ``record`` of ``path`` runs every step (or None), and whether it
+        runs whenever its function runs: from its summary, or for an outline from the full
+        summary made now (see `linter.model._outline`)."""
+        summary = self.summaries.get(path)
+        if summary is None or not summary.deferred:
+            return record.reason, record.open
+        reasons = self._full_reasons(path, summary)
+        if reasons is None:
+            return None, False
+        return reasons[1].get((record.line, record.column, record.callee), (None, False))
+
+    def function_reason(self, path: str, function: FunctionRecord) -> str | None:
+        """Why ``function`` of ``path`` runs every step from within its module, or None (as
+        `call_reason`, for a function)."""
+        summary = self.summaries.get(path)
+        if summary is None or not summary.deferred:
+            return function.reason
+        reasons = self._full_reasons(path, summary)
+        return reasons[0].get(function.qualname) if reasons is not None else None
+
+    def _full_reasons(self, path: str, outlined: ModuleSummary) -> _Reasons | None:
+        key = (path, outlined.deferred)
+        if key not in self._reasons:
+            data = self._buffers.get(path)
+            try:
+                data = data if data is not None else read_source(path)
+            except SourceError:
+                data = None
+            full = full_summary(path, data, outlined) if data is not None else None
+            self._reasons[key] = (
+                (
+                    {f.qualname: f.reason for f in full.functions},
+                    {(c.line, c.column, c.callee): (c.reason, c.open) for c in full.calls},
+                )
+                if full is not None
+                else None
+            )
+        return self._reasons[key]
 
     # -- callers' arguments --------------------------------------------------------------------
 

@@ -139,7 +139,7 @@ def build_projects(
             plan.facts_store.summarised(path, plan.keys[path], digest)
         callers = _caller_digests(plan) if facts_folder is not None else None
         plan.facts_store.save()
-        projects[root] = Project(plan.module_files, plan.summaries, plan.facts, callers)
+        projects[root] = Project(plan.module_files, plan.summaries, plan.facts, callers, buffers)
     return projects
 
 

@@ -29,7 +29,7 @@ from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 6
+SUMMARY_FORMAT = 7
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
@@ -159,6 +159,10 @@ class ModuleSummary:
     #: GradScalers, autocasts and precision engines other modules reach: its globals, its
     #: classes' ``self.`` attributes, its functions' returns (`linter.model._exported_values`).
     values: tuple[ValueRecord, ...] = ()
+    #: For an outline (`linter.model._outline`), the sha256 of the content it was made from: its
+    #: per-step reasons were left out, and the project computes them from that content when a
+    #: query needs them. ``""`` for a full summary.
+    deferred: str = ""
     _functions: dict[str, FunctionRecord] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -196,6 +200,7 @@ class ModuleSummary:
             constants=tuple((str(name), str(text)) for name, text in data["constants"]),
             has_amp=bool(data["has_amp"]),
             values=tuple(ValueRecord(**item) for item in data["values"]),
+            deferred=str(data["deferred"]),
         )
 
     def digest(self) -> str:
@@ -399,17 +404,17 @@ def annotated_class(function: cst.FunctionDef, name: str) -> str | None:
         annotation = param.annotation.annotation
         if isinstance(annotation, cst.SimpleString):
             text = annotation.evaluated_value
-            return text if isinstance(text, str) and _DOTTED.fullmatch(text) else None
+            return text if isinstance(text, str) and DOTTED.fullmatch(text) else None
         return dotted_name(annotation)
     return None
 
 
 #: A dotted name in a string annotation (``"models.Trainer"``).
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 #: Longest value source kept for a module-level constant.
-_CONSTANT_CHARS = 200
+CONSTANT_CHARS = 200
 
 
 def _constants(index: Any) -> Iterator[tuple[str, str]]:
@@ -426,7 +431,7 @@ def _constants(index: Any) -> Iterator[tuple[str, str]]:
                 values[name] = assign.value
     for name, value in values.items():
         text = index.module.code_for_node(value).strip()
-        if counts[name] == 1 and len(text) <= _CONSTANT_CHARS:
+        if counts[name] == 1 and len(text) <= CONSTANT_CHARS:
             yield name, text
 
 

@@ -12,6 +12,8 @@ from linter._atomic_write import WriteError, write_atomically
 from linter._parse import parse_module
 from linter._rule import ModuleContext
 from linter._source import SourceError, load_document, read_source
+from linter.model._file_facts import content_digest
+from linter.model._outline import outline, outline_fits
 from linter.model._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary, summarize
 
 
@@ -116,11 +118,31 @@ class Summaries(Mapping[str, ModuleSummary]):
 
 
 def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
-    """Parse one file and summarise it; a file that cannot be read or parsed offers nothing."""
+    """Parse one file and summarise it; a file that cannot be read or parsed offers nothing. A
+    file with no trigger word that exports no AMP value gets an outline (`linter.model._outline`:
+    its per-step reasons are computed when a query needs them, see `full_summary`)."""
     path, data, has_amp = item
     try:
         text = load_document(path, data).text
+        if not has_amp and outline_fits(text):
+            found = outline(path, text, content_digest(data))
+            if found is not None:
+                return found
         module = parse_module(text)
         return summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
     except Exception:  # the file's own lint reports why; its summary is simply empty
         return empty_summary(path)
+
+
+def full_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSummary | None:
+    """The full summary of the file an outline stands for, from ``data`` (its content now), or
+    None when that content is not what the outline was made from (changed since: its reasons
+    are unknown, not guessed)."""
+    if content_digest(data) != outlined.deferred:
+        return None
+    try:
+        text = load_document(path, data).text
+        module = parse_module(text)
+        return summarize(ModuleContext(path, text, module), path, has_amp=outlined.has_amp)
+    except Exception:  # as in `summarise_file`: a file that cannot be parsed offers nothing
+        return None

@@ -1,0 +1,420 @@
+"""Outlines: the summary of a module with no AMP code, from CPython's parser instead of libcst.
+
+Most files a project summarises hold no AMP code: they are summarised because an AMP module imports
+them or they import one (a model definition, a data module, ``main.py`` around a training
+function). Other modules ask of them only their names — imports, classes and their bases,
+functions and their sources, the calls they make — and, rarely, whether one of those calls runs
+every step. The names are what CPython's ``ast`` gives at a fifth of libcst's parse time; the
+per-step reasons need the full analysis (`linter.model._per_step`, on libcst), so an outline
+leaves them out and names the content it was made from (`ModuleSummary.deferred`): the project
+computes them from that file when a query first needs them (`Project.call_flow`).
+
+An outline holds exactly what `linter.model._summary.summarize` gives the same file, less those
+reasons (``tests/linter/model/test_outline.py`` checks it on every fixture). It is only made for a
+file whose text shows it exports no AMP value (`outline_fits`), since the exported values are
+libcst analyses too.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import textwrap
+import tokenize
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from linter.model._line_numbers import column_of
+from linter.model._summary import (
+    CONSTANT_CHARS,
+    DOTTED,
+    CallRecord,
+    ClassRecord,
+    FunctionRecord,
+    ImportRecord,
+    ModuleSummary,
+    graft_words,
+)
+
+__all__ = ["outline", "outline_fits"]
+
+#: Text without which a module exports no AMP value (`linter.model._exported_values`): a
+#: GradScaler is spelt with "Scaler" or "scaler", an autocast with "autocast", and an engine's
+#: setting by this pattern (the exported values' own `_ENGINE_TEXT`).
+_VALUE_TEXT = re.compile(r"caler|autocast|deepspeed\.initialize|Accelerator\s*\(|precision\s*=")
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+#: A line end as CPython's tokenizer counts them (not `str.splitlines`' form feeds and others).
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def outline_fits(text: str) -> bool:
+    """Whether an outline can stand for ``text``'s summary: it exports no AMP value."""
+    return _VALUE_TEXT.search(text) is None
+
+
+def outline(path: str, text: str, digest: str) -> ModuleSummary | None:
+    """The outline of ``text`` (the file at ``path`` whose bytes have sha256 ``digest``), or None
+    when CPython's parser rejects it (the full summary decides then)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    walked = _Walk(text)
+    walked.visit(tree)
+    return ModuleSummary(
+        path=path,
+        imports=tuple(_imports(walked)),
+        sys_path=tuple(_sys_path_inserts(walked)),
+        functions=tuple(_functions(walked)),
+        classes=tuple(_classes(walked)),
+        calls=tuple(_calls(walked)),
+        constants=tuple(_constants(walked)),
+        deferred=digest,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """Where a node sits, as the libcst summary's ancestor questions see it."""
+
+    #: The nearest function around it (lambdas are transparent).
+    function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    #: Whether a function or a lambda is around it.
+    nested: bool = False
+    #: How many classes are around it, and the outermost.
+    classes: int = 0
+    outermost: ast.ClassDef | None = None
+    #: The nearest class or function around it.
+    nearest: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | None = None
+
+
+@dataclass(slots=True)
+class _Walk:
+    """One pass over the tree recording the nodes a summary reads, each with its place."""
+
+    text: str
+    lines: list[str] = field(default_factory=list)
+    calls: list[tuple[ast.Call, _Place]] = field(default_factory=list)
+    functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, _Place]] = field(
+        default_factory=list
+    )
+    classes: list[tuple[ast.ClassDef, _Place]] = field(default_factory=list)
+    assigns: list[tuple[ast.Assign, _Place]] = field(default_factory=list)
+    imports: list[ast.Import] = field(default_factory=list)
+    from_imports: list[ast.ImportFrom] = field(default_factory=list)
+    #: function -> its qualified name (None for a nested function).
+    qualnames: dict[ast.AST, str | None] = field(default_factory=dict)
+    #: function -> the class whose body holds it directly, if any.
+    owners: dict[ast.AST, ast.ClassDef | None] = field(default_factory=dict)
+    #: Module-level assignments (statements of the module's own body).
+    top: set[ast.Assign] = field(default_factory=set)
+    #: Where each line starts in the text, as CPython counts lines (made when first needed).
+    starts: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Split as `linter.model._line_numbers` splits: the sources match the libcst summary's.
+        self.lines = self.text.splitlines()
+
+    def visit(self, tree: ast.Module) -> None:
+        self.top = {s for s in tree.body if isinstance(s, ast.Assign)}
+        stack: list[tuple[ast.AST, _Place]] = [(tree, _Place())]
+        while stack:
+            node, place = stack.pop()
+            below = place
+            if isinstance(node, ast.Call):
+                self.calls.append((node, place))
+            elif isinstance(node, _FUNCTIONS):
+                self.functions.append((node, place))
+                self.qualnames[node] = _qualname(node, place)
+                nearest = place.nearest
+                self.owners[node] = nearest if isinstance(nearest, ast.ClassDef) else None
+                below = _Place(node, True, place.classes, place.outermost, node)
+            elif isinstance(node, ast.ClassDef):
+                self.classes.append((node, place))
+                outermost = place.outermost or node
+                below = _Place(place.function, place.nested, place.classes + 1, outermost, node)
+            elif isinstance(node, ast.Lambda):
+                below = _Place(place.function, True, place.classes, place.outermost, place.nearest)
+            elif isinstance(node, ast.Assign):
+                self.assigns.append((node, place))
+            elif isinstance(node, ast.Import):
+                self.imports.append(node)
+            elif isinstance(node, ast.ImportFrom):
+                self.from_imports.append(node)
+            stack.extend((child, below) for child in ast.iter_child_nodes(node))
+        for found in (self.calls, self.functions, self.classes, self.assigns):
+            found.sort(key=lambda item: _start(item[0]))
+        self.imports.sort(key=_start)
+        self.from_imports.sort(key=_start)
+
+    def position(self, node: ast.stmt | ast.expr) -> tuple[int, int]:
+        return node.lineno, column_of(self.lines, node.lineno, node.col_offset) + 1
+
+    def segment(self, start: tuple[int, int], end: tuple[int, int]) -> str:
+        """The text from ``start`` to ``end`` (1-based lines and CPython's byte offsets), line
+        ends as written (``\\r\\n`` stays)."""
+        return self.text[self.offset(*start) : self.offset(*end)]
+
+    def offset(self, line: int, byte: int) -> int:
+        """The index in the text of a CPython position."""
+        if not self.starts:
+            self.starts = [0] + [m.end() for m in _LINE_END.finditer(self.text)]
+        if line - 1 >= len(self.starts):
+            return len(self.text)
+        begin = self.starts[line - 1]
+        if self.text[begin : begin + byte].isascii():
+            return begin + byte
+        stop = self.starts[line] if line < len(self.starts) else len(self.text)
+        return begin + len(self.text[begin:stop].encode()[:byte].decode(errors="ignore"))
+
+
+def _start(node: ast.AST) -> tuple[int, int, int, int]:
+    """libcst's pre-order: by start, the outer (longer) node first."""
+    return (
+        getattr(node, "lineno", 0),
+        getattr(node, "col_offset", 0),
+        -(getattr(node, "end_lineno", 0) or 0),
+        -(getattr(node, "end_col_offset", 0) or 0),
+    )
+
+
+def _qualname(function: ast.FunctionDef | ast.AsyncFunctionDef, place: _Place) -> str | None:
+    """As `linter.model._summary.qualified_name`: ``f``, ``C.m``, or None when nested."""
+    if place.nested or place.classes > 1:
+        return None
+    return f"{place.outermost.name}.{function.name}" if place.outermost else function.name
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _one_string(walked: _Walk, node: ast.expr) -> str | None:
+    """The value of a single plain string literal (libcst's ``SimpleString``): not an f-string,
+    bytes, or literals joined by juxtaposition."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    source = walked.segment((node.lineno, node.col_offset), end)
+    try:
+        tokens = [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER)
+        ]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return node.value if len(tokens) == 1 and tokens[0].type == tokenize.STRING else None
+
+
+def _imports(walked: _Walk) -> Iterator[ImportRecord]:
+    for statement in walked.imports:
+        for alias in statement.names:
+            full = alias.name
+            if alias.asname is not None:
+                yield ImportRecord(alias.asname, full, None)
+            else:
+                yield ImportRecord(full.partition(".")[0], full.partition(".")[0], None)
+                if "." in full:
+                    yield ImportRecord(full, full, None)
+    for relative in walked.from_imports:
+        if any(alias.name == "*" for alias in relative.names):
+            continue
+        for alias in relative.names:
+            bound = alias.asname or alias.name
+            yield ImportRecord(bound, relative.module or "", alias.name, relative.level)
+
+
+def _sys_path_inserts(walked: _Walk) -> Iterator[str]:
+    for method in ("insert", "append"):
+        for call, _place in walked.calls:
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == method):
+                continue
+            if _dotted(func.value) != "sys.path" or not (call.args or call.keywords):
+                continue
+            last = _last_argument(call)
+            value = _one_string(walked, last) if last is not None else None
+            if value is not None:
+                yield value
+
+
+def _last_argument(call: ast.Call) -> ast.expr | None:
+    """The value of the call's last argument in source order (libcst's ``args[-1]``)."""
+    values = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args] + [
+        keyword.value for keyword in call.keywords
+    ]
+    return max(values, key=_start) if values else None
+
+
+def _functions(walked: _Walk) -> Iterator[FunctionRecord]:
+    for function, _place in walked.functions:
+        qualname = walked.qualnames[function]
+        if qualname is None:
+            continue
+        line, column = walked.position(function)
+        end = function.end_lineno or function.lineno
+        source = textwrap.dedent("\n".join(walked.lines[line - 1 : end])) + "\n"
+        yield FunctionRecord(qualname, line, column, None, source, graft_words(source))
+
+
+def _classes(walked: _Walk) -> Iterator[ClassRecord]:
+    for cls, place in walked.classes:
+        if place.nearest is not None:
+            continue
+        bases = tuple(
+            name
+            for base in cls.bases
+            if (name := _dotted(base.value if isinstance(base, ast.Starred) else base))
+        )
+        methods = tuple(s.name for s in cls.body if isinstance(s, _FUNCTIONS))
+        yield ClassRecord(cls.name, bases, methods)
+
+
+def _calls(walked: _Walk) -> Iterator[CallRecord]:
+    constructed = _constructed(walked)
+    for call, place in walked.calls:
+        callee = _written_callee(call)
+        if callee is None:
+            continue
+        function = place.function
+        caller = walked.qualnames[function] if function is not None else ""
+        if caller is None:
+            continue
+        cls = _enclosing_class(walked, place)
+        line, column = walked.position(call)
+        yield CallRecord(
+            callee,
+            line,
+            column,
+            None,
+            False,
+            caller,
+            cls.name if cls is not None else None,
+            _receiver_type(walked, constructed, call, function, cls),
+        )
+
+
+def _enclosing_class(walked: _Walk, place: _Place) -> ast.ClassDef | None:
+    """The class whose body directly holds the function around the node."""
+    function = place.function
+    if function is None:
+        return None
+    return walked.owners.get(function)
+
+
+def _written_callee(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Attribute) and (built := _built_in_place(func.value)) is not None:
+        return f"{built}().{func.attr}"
+    return _dotted(func)
+
+
+def _built_in_place(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    name = _dotted(node.func)
+    return name if name is not None and name.rpartition(".")[2][:1].isupper() else None
+
+
+_Scope = ast.AST | None
+
+
+def _constructed(walked: _Walk) -> dict[tuple[_Scope, str], str | None]:
+    """As `linter.model._summary.constructed_receivers`."""
+    found: dict[tuple[_Scope, str], str | None] = {}
+    for assign, place in walked.assigns:
+        value = assign.value
+        callee = _dotted(value.func) if isinstance(value, ast.Call) else None
+        for target in assign.targets:
+            name = _dotted(target)
+            if name is None:
+                continue
+            # `self.x` belongs to the class, other names to the function they are bound in.
+            self_attribute = name.startswith("self.")
+            scope = _enclosing_class(walked, place) if self_attribute else place.function
+            key: tuple[_Scope, str] = (scope, name)
+            found[key] = callee if found.get(key, callee) == callee else None
+    return found
+
+
+def _receiver_type(
+    walked: _Walk,
+    constructed: dict[tuple[_Scope, str], str | None],
+    call: ast.Call,
+    function: ast.FunctionDef | ast.AsyncFunctionDef | None,
+    cls: ast.ClassDef | None,
+) -> str | None:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    built = _built_in_place(func.value)
+    if built is not None:
+        return built
+    receiver = _dotted(func.value)
+    if receiver is None or receiver in ("self", "cls"):
+        return None
+    if receiver.startswith("self.") and receiver.count(".") == 1:
+        return constructed.get((cls, receiver))
+    if "." not in receiver:
+        if (function, receiver) in constructed:
+            return constructed[(function, receiver)]
+        return _annotated_class(walked, function, receiver) if function is not None else None
+    return None
+
+
+def _annotated_class(
+    walked: _Walk, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str
+) -> str | None:
+    args = function.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg != name:
+            continue
+        annotation = arg.annotation
+        if annotation is None:
+            return None
+        if isinstance(annotation, ast.Constant):
+            text = _one_string(walked, annotation)
+            return text if text is not None and DOTTED.fullmatch(text) else None
+        return _dotted(annotation)
+    return None
+
+
+def _constants(walked: _Walk) -> Iterator[tuple[str, str]]:
+    counts: dict[str, int] = {}
+    values: dict[str, str] = {}
+    for assign, _place in walked.assigns:
+        module_level = assign in walked.top
+        for target in assign.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            counts[target.id] = counts.get(target.id, 0) + 1
+            if module_level:
+                values[target.id] = _value_text(walked, assign)
+    for name, text in values.items():
+        if counts[name] == 1 and len(text) <= CONSTANT_CHARS:
+            yield name, text
+
+
+def _value_text(walked: _Walk, assign: ast.Assign) -> str:
+    """The assigned value's source with its own parentheses (libcst's node includes them):
+    from the ``=`` after the last target to the statement's end."""
+    last = assign.targets[-1]
+    start = (last.end_lineno or last.lineno, last.end_col_offset or 0)
+    end = (assign.end_lineno or assign.lineno, assign.end_col_offset or 0)
+    rest = walked.segment(start, end)
+    _before, _equals, value = rest.partition("=")
+    return value.lstrip(" \t\r\n\f\\").rstrip()

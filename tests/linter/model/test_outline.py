@@ -1,0 +1,249 @@
+"""Outlines: a module without AMP code summarised by CPython's parser, its per-step reasons made
+by the project when a query needs them."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from linter._rule import ModuleContext
+from linter.model._imports import ModuleFiles
+from linter.model._outline import outline, outline_fits
+from linter.model._project import FunctionRef, Project, caller_digests
+from linter.model._summary import ModuleSummary, summarize
+from linter.model._summary_store import summarise_file
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+#: Shapes where CPython's tree and libcst's differ: parentheses kept by libcst, byte columns,
+#: async functions, classes in classes and in functions, decorators and defaults that call,
+#: lambdas, starred bases, strings joined by juxtaposition, dict literals (keys before values in
+#: CPython's fields), receivers built in place, annotated and constructed receivers.
+TRICKY = (
+    '''
+import os, sys
+import a.b.c
+import numpy as np
+from . import sibling
+from ..pkg.mod import thing as other, more
+from x import *
+sys.path.insert(0, os.path.join("..", "src"))
+sys.path.insert(0, "lib")
+sys.path.append("a" "b")
+sys.path.append(f"{os.sep}c")
+LIMIT = (1 +
+         2)  # a comment
+NAME = \\
+    "plain"
+NAME2 = "é" ; OTHER = {"k": make(1), "j": make(2)}
+TWICE = 1
+TWICE = 2
+A = B = (f(a))
+(C) = 3
+LONG = "'''
+    + "x" * 300
+    + """"
+
+
+def count():
+    TWICE = 3
+    return TWICE
+
+
+class Base(object, *mixins, metaclass=Meta):
+    attribute = build("x")
+
+    @decorate(option=helper())
+    def train_step(self, batch, scale=default_scale(), fn=lambda v: v.detach()):
+        self.trainer = Trainer(cfg)
+        self.trainer.fit(batch)
+        Callback(path).on_backward(batch)
+        runner: Runner = make_runner()
+        runner.go()
+        return {"a": first(), "b": second()}["a"]
+
+    async def later(self, task: "tasks.Task", other: "a" "b", raw: bytes):
+        await task.run()
+        other.run()
+        raw.decode()
+
+    class Inner:
+        def method(self):
+            helper()
+
+        def both(self):
+            self.x = One()
+            self.x = Two()
+            self.x.go()
+
+
+def outer(x):
+    def inner():
+        nested_call()
+
+    class Local:
+        def local_method(self):
+            local_call()
+
+    item = Item()
+    item.use()
+    return [f(y) for y in g(x) if h(y)] + [ä(1) for _ in "ü"]
+
+
+if True:
+    def conditional():
+        cond_call()
+"""
+)
+
+
+def _outline_and_full(path: str, text: str) -> tuple[ModuleSummary | None, ModuleSummary]:
+    data = text.encode()
+    digest = hashlib.sha256(data).hexdigest()
+    full = summarize(ModuleContext(path, text, cst.parse_module(text)), path, has_amp=False)
+    cleared = dataclasses.replace(
+        full,
+        functions=tuple(dataclasses.replace(f, reason=None) for f in full.functions),
+        calls=tuple(dataclasses.replace(c, reason=None, open=False) for c in full.calls),
+        values=(),
+        deferred=digest,
+    )
+    return outline(path, text, digest), cleared
+
+
+def test_an_outline_is_the_summary_less_its_reasons_on_tricky_shapes() -> None:
+    found, expected = _outline_and_full("/p/tricky.py", TRICKY)
+    assert found == expected
+    assert found is not None
+    assert len(found.calls) > 20  # the shapes above are all in it
+    assert ("LIMIT", "(1 +\n         2)") in found.constants
+    assert ("NAME", '"plain"') in found.constants
+    # Joined literals and f-strings are not plain strings to libcst: only "lib" is kept.
+    assert found.sys_path == ("lib",)
+
+
+def test_an_outline_keeps_line_ends_as_written() -> None:
+    # sd-scripts writes `re.compile(r"""...""")` over CRLF lines: the constant keeps them.
+    text = 'PATTERN = re.compile(\r\n    r"""\r\na|\r\nb""",\r\n)\r\nX = "é" + f(1)\r\n'
+    found, expected = _outline_and_full("/p/crlf.py", text)
+    assert found == expected
+    assert found is not None
+    assert dict(found.constants)["PATTERN"] == 're.compile(\r\n    r"""\r\na|\r\nb""",\r\n)'
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: str(p.relative_to(FIXTURES))
+)
+def test_an_outline_is_the_summary_less_its_reasons_on_every_fixture(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    try:
+        cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        pytest.skip("not Python libcst parses (a fixture of broken input)")
+    found, expected = _outline_and_full(str(path), text)
+    assert found == expected
+
+
+def test_an_outline_fits_only_a_module_that_exports_no_amp_value() -> None:
+    assert outline_fits("import torch\ndef build(): return torch.nn.Linear(2, 2)\n")
+    for text in (
+        "scaler = torch.amp.GradScaler()\n",
+        "self.loss_scaler = NativeScaler()\n",
+        "ctx = torch.autocast('cuda')\n",
+        "engine = deepspeed.initialize(model=m)\n",
+        "acc = Accelerator (mixed_precision='fp16')\n",
+        "trainer = Trainer(precision = '16-mixed')\n",
+    ):
+        assert not outline_fits(text), text
+
+
+def test_a_file_without_trigger_words_gets_an_outline_and_an_amp_file_a_summary() -> None:
+    text = "def main(loader, step):\n    for batch in loader:\n        step(batch)\n"
+    plain = summarise_file(("/p/main.py", text.encode(), False))
+    amp = summarise_file(("/p/main.py", text.encode(), True))
+    assert plain.deferred == hashlib.sha256(text.encode()).hexdigest()
+    assert plain.calls[0].reason is None
+    assert amp.deferred == ""
+    assert amp.calls[0].reason == "inside the loop at line 2"
+
+
+def test_a_file_cpython_rejects_gets_the_full_summary() -> None:
+    # A `print` statement: neither parser takes it, and the summary is empty as before.
+    broken = summarise_file(("/p/old.py", b"print 'x'\n", False))
+    assert broken == ModuleSummary("/p/old.py")
+
+
+ENGINE = """
+def train_step(model, batch, optimizer, scaler):
+    scaler.scale(model(batch)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return scaler.get_scale()
+"""
+
+MAIN = """
+from engine import train_step
+
+
+def main(model, loader, optimizer, loss_state):
+    for batch in loader:
+        train_step(model, batch, optimizer, loss_state)
+
+
+def once(model, batch, optimizer, loss_state):
+    train_step(model, batch, optimizer, loss_state)
+"""
+
+
+def _project(tmp_path: Path, main: str = MAIN) -> tuple[Project, FunctionRef]:
+    (tmp_path / "engine.py").write_text(textwrap.dedent(ENGINE))
+    (tmp_path / "main.py").write_text(textwrap.dedent(main))
+    summaries = {
+        str(tmp_path / "engine.py"): summarise_file(
+            (str(tmp_path / "engine.py"), (tmp_path / "engine.py").read_bytes(), True)
+        ),
+        str(tmp_path / "main.py"): summarise_file(
+            (str(tmp_path / "main.py"), (tmp_path / "main.py").read_bytes(), False)
+        ),
+    }
+    assert summaries[str(tmp_path / "main.py")].deferred  # main.py is an outline
+    project = Project(ModuleFiles(str(tmp_path), list(summaries)), summaries)
+    return project, FunctionRef(str(tmp_path / "engine.py"), "train_step")
+
+
+def test_the_project_makes_an_outlines_reasons_when_asked(tmp_path: Path) -> None:
+    project, target = _project(tmp_path)
+    why = project._called_per_step(target, target.path, 0, frozenset())
+    assert why == "in `train_step()`, called inside the loop at line 6 of main.py"
+
+
+def test_an_outline_whose_file_changed_since_gives_no_reason(tmp_path: Path) -> None:
+    project, target = _project(tmp_path)
+    (tmp_path / "main.py").write_text(textwrap.dedent(MAIN) + "\n# edited\n")
+    assert project._called_per_step(target, target.path, 0, frozenset()) is None
+
+
+def test_an_outline_reads_an_editor_buffer_before_the_disk(tmp_path: Path) -> None:
+    project, target = _project(tmp_path)
+    data = (tmp_path / "main.py").read_bytes()
+    (tmp_path / "main.py").write_text("# saved over, the buffer is what was summarised\n")
+    buffered = Project(project.files, project.summaries, buffers={str(tmp_path / "main.py"): data})
+    why = buffered._called_per_step(target, target.path, 0, frozenset())
+    assert why == "in `train_step()`, called inside the loop at line 6 of main.py"
+
+
+def test_an_outlines_caller_digest_follows_its_content(tmp_path: Path) -> None:
+    # Moving the call out of the loop changes no call record's text but the reason: the digest
+    # of the callers of `train_step` must change with the outline's content.
+    project, _target = _project(tmp_path)
+    before = caller_digests(project.summaries)["train_step"]
+    loop = "    for batch in loader:\n        train_step"
+    moved = MAIN.replace(loop, "    if loader:\n        train_step")
+    assert moved != MAIN
+    again, _target = _project(tmp_path, moved)
+    assert caller_digests(again.summaries)["train_step"] != before
