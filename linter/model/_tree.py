@@ -11,12 +11,16 @@ order, from plain attribute reads. A type whose method cannot be read falls back
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import operator
 import re
+import types
+import typing
 from collections.abc import Callable, Iterator
 
 import libcst as cst
+from libcst._maybe_sentinel import MaybeSentinel
 
 _VISITED_FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 
@@ -34,6 +38,7 @@ _LAYOUT = frozenset(
         cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
     }
 )  # fmt: skip
+_LAYOUT_NAMES = frozenset(kind.__name__ for kind in _LAYOUT)
 
 
 def _visited_fields(kind: type[cst.CSTNode]) -> tuple[str, ...] | None:
@@ -59,7 +64,13 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 def code_children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """`children` without layout nodes (whitespace, parentheses, separators: `_LAYOUT`): what
     the index and `descendants` walk, as no analysis asks about layout."""
-    return _nodes(node, _CODE)
+    try:
+        read = _CODE_READERS[type(node)]
+    except KeyError:
+        read = _reader(type(node), code=True)
+    if read is None:
+        return [c for c in node.children if type(c) not in _LAYOUT]
+    return _values(read(node), _CODE)
 
 
 def _nodes(node: cst.CSTNode, kept: frozenset[str]) -> list[cst.CSTNode]:
@@ -74,10 +85,46 @@ def _nodes(node: cst.CSTNode, kept: frozenset[str]) -> list[cst.CSTNode]:
 
 #: node type -> a getter of its visited fields' values, as a tuple (None: unreadable).
 _READERS: dict[type[cst.CSTNode], Callable[[cst.CSTNode], tuple[object, ...]] | None] = {}
+#: ...of the fields whose declared type allows a code node (see `_layout_only`).
+_CODE_READERS: dict[type[cst.CSTNode], Callable[[cst.CSTNode], tuple[object, ...]] | None] = {}
 
 
-def _reader(kind: type[cst.CSTNode]) -> Callable[[cst.CSTNode], tuple[object, ...]] | None:
+def _layout_only(annotation: object) -> bool:
+    """Whether a field declared with ``annotation`` can hold nothing but layout nodes, sentinels
+    and plain data (``lpar: Sequence[LeftParen]``, ``whitespace_after_func:
+    BaseParenthesizableWhitespace``): `code_children` need not read it. Unsure means no."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return all(_layout_only(a) for a in typing.get_args(annotation))
+    if origin in (collections.abc.Sequence, list, tuple):
+        return all(_layout_only(a) for a in typing.get_args(annotation) if a is not Ellipsis)
+    if annotation in (MaybeSentinel, type(None), str):
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, cst.CSTNode):
+        kinds = _concrete(annotation)
+        # By name: libcst's slotted dataclasses leave their unslotted twins among subclasses.
+        return bool(kinds) and all(kind.__name__ in _LAYOUT_NAMES for kind in kinds)
+    return False
+
+
+def _concrete(kind: type) -> list[type]:
+    found = [] if inspect.isabstract(kind) else [kind]
+    sub: type
+    for sub in kind.__subclasses__():
+        found.extend(_concrete(sub))
+    return found
+
+
+def _reader(
+    kind: type[cst.CSTNode], *, code: bool = False
+) -> Callable[[cst.CSTNode], tuple[object, ...]] | None:
     fields = _FIELDS[kind] = _visited_fields(kind)
+    if code and fields is not None:
+        try:
+            hints = typing.get_type_hints(kind)
+        except Exception:  # an annotation that does not resolve: read every field
+            hints = {}
+        fields = tuple(f for f in fields if f not in hints or not _layout_only(hints[f]))
     read: Callable[[cst.CSTNode], tuple[object, ...]] | None
     if fields is None:
         read = None
@@ -89,7 +136,7 @@ def _reader(kind: type[cst.CSTNode]) -> Callable[[cst.CSTNode], tuple[object, ..
         read = operator.attrgetter(*fields)
     else:
         read = lambda node: ()  # noqa: E731
-    _READERS[kind] = read
+    (_CODE_READERS if code else _READERS)[kind] = read
     return read
 
 
