@@ -335,8 +335,7 @@ class ImportedValues:
             self._bases[cls] = project.bases(self._path, cls.name.value)
         found = []
         for path, base in self._bases[cls]:
-            summary = project.summary(path) if path != self._path else None
-            for record in summary.values if summary is not None else ():
+            for record in project.values_of(path) if path != self._path else ():
                 owner, _, attribute = record.holder.partition(".self.")
                 if owner == base and attribute and not self._binds(cls, f"self.{attribute}"):
                     found.append((record, project.display(path)))
@@ -365,10 +364,7 @@ class ImportedValues:
 
     def _record(self, path: str, holder: str) -> tuple[ValueRecord, str] | None:
         assert self._project is not None
-        summary = self._project.summary(path)
-        if summary is None:
-            return None
-        record = next((r for r in summary.values if r.holder == holder), None)
+        record = next((r for r in self._project.values_of(path) if r.holder == holder), None)
         return (record, self._project.display(path)) if record is not None else None
 
 

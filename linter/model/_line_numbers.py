@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 import textwrap
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TypeVar, cast
 
 import libcst as cst
@@ -129,6 +130,22 @@ def line_numbers_cached(
         _CACHE[0] = (index, line_numbers(text, index))
         found = _CACHE[0]
     return found[1]
+
+
+@contextmanager
+def lines_aside() -> Iterator[None]:
+    """Number the lines of another module meanwhile (see `index_aside`) and keep the last line
+    map, its function ends and its lines where they were."""
+    cache, ends, lines = dict(_CACHE), dict(_ENDS), dict(_LINES)
+    try:
+        yield
+    finally:
+        _CACHE.clear()
+        _CACHE.update(cache)
+        _ENDS.clear()
+        _ENDS.update(ends)
+        _LINES.clear()
+        _LINES.update(lines)
 
 
 def column_of(lines: list[str], line: int, offset: int) -> int:

@@ -7,6 +7,7 @@ plain visitor that records them costs one traversal, done once per module for al
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar, cast
 
 import libcst as cst
@@ -170,3 +171,15 @@ def module_index(context: ModuleContext) -> ModuleIndex:
     index = ModuleIndex(context.module, context)
     _last[:] = [(context, index)]
     return index
+
+
+@contextmanager
+def index_aside() -> Iterator[None]:
+    """Index another module meanwhile (an outline's full summary, made in the middle of a lint)
+    and keep the last index where it was: building a new index of the module being linted would
+    drop its grafts and shared analyses."""
+    kept = list(_last)
+    try:
+        yield
+    finally:
+        _last[:] = kept

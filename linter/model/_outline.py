@@ -52,11 +52,11 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def outline_fits(text: str) -> bool:
-    """Whether an outline can stand for ``text``'s summary: it exports no AMP value."""
+    """Whether ``text`` surely exports no AMP value: its outline says so (no value to defer)."""
     return _VALUE_TEXT.search(text) is None
 
 
-def outline(path: str, text: str, digest: str) -> ModuleSummary | None:
+def outline(path: str, text: str, digest: str, *, has_amp: bool = False) -> ModuleSummary | None:
     """The outline of ``text`` (the file at ``path`` whose bytes have sha256 ``digest``), or None
     when CPython's parser rejects it (the full summary decides then)."""
     try:
@@ -75,7 +75,9 @@ def outline(path: str, text: str, digest: str) -> ModuleSummary | None:
         classes=tuple(_classes(walked)),
         calls=tuple(_calls(walked)),
         constants=tuple(_constants(walked)),
+        has_amp=has_amp,
         deferred=digest,
+        deferred_values=not outline_fits(text),
     )
 
 

@@ -32,6 +32,7 @@ import libcst as cst
 from linter._parse import parse_module, parse_module_anew
 from linter._rule import positions_of
 from linter._source import SourceError, read_source
+from linter.model._exported_values import ValueRecord
 from linter.model._file_facts import FileFacts
 from linter.model._imports import ModuleFiles
 from linter.model._line_numbers import call_lines
@@ -62,9 +63,17 @@ _REEXPORT_DEPTH = 4
 #: ``("module", path)``, ``("function", path, qualname)``, ``("constant", path, name, text)``,
 #: or ``()`` for nothing.
 _Found = tuple[str, ...]
-#: An outline's per-step reasons: by function qualname, and (reason, open) by call site (line,
-#: column, callee).
-_Reasons = tuple[dict[str, str | None], dict[tuple[int, int, str], tuple[str | None, bool]]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """What an outline leaves out, from its module's full summary."""
+
+    #: Function qualname -> why it runs every step within its module.
+    functions: dict[str, str | None]
+    #: (line, column, callee) of a call site -> (its reason, whether it is open).
+    sites: dict[tuple[int, int, str], tuple[str | None, bool]]
+    values: tuple[ValueRecord, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +155,9 @@ class Project:
         self._caller_nodes: dict[tuple[str, str], tuple[cst.CSTNode, ...]] = {}
         #: The unsaved text of files an editor has open (what outlines were made from).
         self._buffers: Mapping[str, bytes] = buffers or {}
-        #: (path, content digest) of an outline -> its full summary's per-step reasons, made
-        #: when first asked; None when unknown (the file changed since).
-        self._reasons: dict[tuple[str, str], _Reasons | None] = {}
+        #: (path, content digest) of an outline -> what it left out, made when first asked; None
+        #: when unknown (the file changed since).
+        self._deferred: dict[tuple[str, str], _Deferred | None] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -514,10 +523,10 @@ class Project:
         summary = self.summaries.get(path)
         if summary is None or not summary.deferred:
             return record.reason, record.open
-        reasons = self._full_reasons(path, summary)
-        if reasons is None:
+        full = self._full(path, summary)
+        if full is None:
             return None, False
-        return reasons[1].get((record.line, record.column, record.callee), (None, False))
+        return full.sites.get((record.line, record.column, record.callee), (None, False))
 
     def function_reason(self, path: str, function: FunctionRecord) -> str | None:
         """Why ``function`` of ``path`` runs every step from within its module, or None (as
@@ -525,27 +534,39 @@ class Project:
         summary = self.summaries.get(path)
         if summary is None or not summary.deferred:
             return function.reason
-        reasons = self._full_reasons(path, summary)
-        return reasons[0].get(function.qualname) if reasons is not None else None
+        full = self._full(path, summary)
+        return full.functions.get(function.qualname) if full is not None else None
 
-    def _full_reasons(self, path: str, outlined: ModuleSummary) -> _Reasons | None:
+    def values_of(self, path: str) -> tuple[ValueRecord, ...]:
+        """The AMP values module ``path`` exports (`linter.model._exported_values`), made now
+        for an outline whose text may hold one; none for a module without a summary."""
+        summary = self.summary(path)
+        if summary is None or not summary.deferred_values:
+            return summary.values if summary is not None else ()
+        full = self._full(path, summary)
+        return full.values if full is not None else ()
+
+    def _full(self, path: str, outlined: ModuleSummary) -> _Deferred | None:
+        """What an outline left out, from the full summary of the content it was made from;
+        None when the file changed since (unknown, not guessed)."""
         key = (path, outlined.deferred)
-        if key not in self._reasons:
+        if key not in self._deferred:
             data = self._buffers.get(path)
             try:
                 data = data if data is not None else read_source(path)
             except SourceError:
                 data = None
             full = full_summary(path, data, outlined) if data is not None else None
-            self._reasons[key] = (
-                (
+            self._deferred[key] = (
+                _Deferred(
                     {f.qualname: f.reason for f in full.functions},
                     {(c.line, c.column, c.callee): (c.reason, c.open) for c in full.calls},
+                    full.values,
                 )
                 if full is not None
                 else None
             )
-        return self._reasons[key]
+        return self._deferred[key]
 
     # -- callers' arguments --------------------------------------------------------------------
 

@@ -163,6 +163,9 @@ class ModuleSummary:
     #: per-step reasons were left out, and the project computes them from that content when a
     #: query needs them. ``""`` for a full summary.
     deferred: str = ""
+    #: Whether an outline left `values` out too (its text may hold one): the project computes
+    #: them as it computes the reasons. False when the outline knows there are none.
+    deferred_values: bool = False
     _functions: dict[str, FunctionRecord] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -201,6 +204,7 @@ class ModuleSummary:
             has_amp=bool(data["has_amp"]),
             values=tuple(ValueRecord(**item) for item in data["values"]),
             deferred=str(data["deferred"]),
+            deferred_values=bool(data["deferred_values"]),
         )
 
     def digest(self) -> str:

@@ -9,11 +9,13 @@ import os
 from collections.abc import Iterator, Mapping
 
 from linter._atomic_write import WriteError, write_atomically
-from linter._parse import parse_module
+from linter._parse import parse_module, parse_module_anew
 from linter._rule import ModuleContext
 from linter._source import SourceError, load_document, read_source
 from linter.model._file_facts import content_digest
-from linter.model._outline import outline, outline_fits
+from linter.model._line_numbers import lines_aside
+from linter.model._module_index import index_aside
+from linter.model._outline import outline
 from linter.model._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary, summarize
 
 
@@ -118,16 +120,15 @@ class Summaries(Mapping[str, ModuleSummary]):
 
 
 def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
-    """Parse one file and summarise it; a file that cannot be read or parsed offers nothing. A
-    file with no trigger word that exports no AMP value gets an outline (`linter.model._outline`:
-    its per-step reasons are computed when a query needs them, see `full_summary`)."""
+    """Summarise one file as an outline (`linter.model._outline`: its per-step reasons and AMP
+    values are computed when a query needs them, see `full_summary`); a file CPython's parser
+    rejects gets libcst's full summary, and one neither can read or parse offers nothing."""
     path, data, has_amp = item
     try:
         text = load_document(path, data).text
-        if not has_amp and outline_fits(text):
-            found = outline(path, text, content_digest(data))
-            if found is not None:
-                return found
+        found = outline(path, text, content_digest(data), has_amp=has_amp)
+        if found is not None:
+            return found
         module = parse_module(text)
         return summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
     except Exception:  # the file's own lint reports why; its summary is simply empty
@@ -140,9 +141,11 @@ def full_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSumma
     are unknown, not guessed)."""
     if content_digest(data) != outlined.deferred:
         return None
-    try:
-        text = load_document(path, data).text
-        module = parse_module(text)
-        return summarize(ModuleContext(path, text, module), path, has_amp=outlined.has_amp)
-    except Exception:  # as in `summarise_file`: a file that cannot be parsed offers nothing
-        return None
+    # Made while another module is linted: its parse, index and line map must stay the last.
+    with index_aside(), lines_aside():
+        try:
+            text = load_document(path, data).text
+            module = parse_module_anew(text)
+            return summarize(ModuleContext(path, text, module), path, has_amp=outlined.has_amp)
+        except Exception:  # as in `summarise_file`: a file that cannot be parsed offers nothing
+            return None

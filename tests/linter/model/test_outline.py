@@ -11,8 +11,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from linter._parse import parse_module
 from linter._rule import ModuleContext
 from linter.model._imports import ModuleFiles
+from linter.model._line_numbers import function_source, line_numbers_cached
+from linter.model._module_index import module_index
 from linter.model._outline import outline, outline_fits
 from linter.model._project import FunctionRef, Project, caller_digests
 from linter.model._summary import ModuleSummary, summarize
@@ -112,6 +115,7 @@ def _outline_and_full(path: str, text: str) -> tuple[ModuleSummary | None, Modul
         calls=tuple(dataclasses.replace(c, reason=None, open=False) for c in full.calls),
         values=(),
         deferred=digest,
+        deferred_values=not outline_fits(text),
     )
     return outline(path, text, digest), cleared
 
@@ -162,14 +166,24 @@ def test_an_outline_fits_only_a_module_that_exports_no_amp_value() -> None:
         assert not outline_fits(text), text
 
 
-def test_a_file_without_trigger_words_gets_an_outline_and_an_amp_file_a_summary() -> None:
+def test_every_file_gets_an_outline_whose_reasons_the_full_summary_holds() -> None:
     text = "def main(loader, step):\n    for batch in loader:\n        step(batch)\n"
-    plain = summarise_file(("/p/main.py", text.encode(), False))
-    amp = summarise_file(("/p/main.py", text.encode(), True))
-    assert plain.deferred == hashlib.sha256(text.encode()).hexdigest()
-    assert plain.calls[0].reason is None
-    assert amp.deferred == ""
-    assert amp.calls[0].reason == "inside the loop at line 2"
+    found = summarise_file(("/p/main.py", text.encode(), True))
+    full = summarize(
+        ModuleContext("/p/main.py", text, cst.parse_module(text)), "/p/main.py", has_amp=True
+    )
+    assert found.deferred == hashlib.sha256(text.encode()).hexdigest()
+    assert found.has_amp
+    assert found.calls[0].reason is None
+    assert full.calls[0].reason == "inside the loop at line 2"
+
+
+def test_an_outline_defers_its_values_only_when_its_text_may_hold_one() -> None:
+    plain = summarise_file(("/p/a.py", b"def f(x):\n    return x\n", False))
+    scaler = summarise_file(("/p/b.py", b"import torch\nscaler = torch.amp.GradScaler()\n", True))
+    assert not plain.deferred_values
+    assert scaler.deferred_values
+    assert scaler.values == ()
 
 
 def test_a_file_cpython_rejects_gets_the_full_summary() -> None:
@@ -237,6 +251,17 @@ def test_an_outline_reads_an_editor_buffer_before_the_disk(tmp_path: Path) -> No
     assert why == "in `train_step()`, called inside the loop at line 6 of main.py"
 
 
+def test_the_project_makes_an_outlines_values_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "amp.py").write_text("import torch\n\nscaler = torch.amp.GradScaler()\n")
+    path = str(tmp_path / "amp.py")
+    summary = summarise_file((path, (tmp_path / "amp.py").read_bytes(), True))
+    project = Project(ModuleFiles(str(tmp_path), [path]), {path: summary})
+    assert summary.values == ()
+    assert [(v.holder, v.kind, v.line) for v in project.values_of(path)] == [
+        ("scaler", "scaler", 3)
+    ]
+
+
 def test_an_outlines_caller_digest_follows_its_content(tmp_path: Path) -> None:
     # Moving the call out of the loop changes no call record's text but the reason: the digest
     # of the callers of `train_step` must change with the outline's content.
@@ -247,3 +272,22 @@ def test_an_outlines_caller_digest_follows_its_content(tmp_path: Path) -> None:
     assert moved != MAIN
     again, _target = _project(tmp_path, moved)
     assert caller_digests(again.summaries)["train_step"] != before
+
+
+def test_an_outlines_full_summary_leaves_the_linted_modules_state_alone(tmp_path: Path) -> None:
+    # On allennlp, with every rule on, an outline's values made in the middle of a lint replaced
+    # the linted module's index (and with it a grafted callback), and an AMP012 finding was lost.
+    (tmp_path / "amp.py").write_text("import torch\n\nscaler = torch.amp.GradScaler()\n")
+    path = str(tmp_path / "amp.py")
+    summary = summarise_file((path, (tmp_path / "amp.py").read_bytes(), True))
+    project = Project(ModuleFiles(str(tmp_path), [path]), {path: summary})
+    text = "def train(step):\n    for batch in range(3):\n        step(batch)\n"
+    linted = ModuleContext(str(tmp_path / "train.py"), text, parse_module(text), project)
+    index = module_index(linted)
+    lines = line_numbers_cached(text, index)
+    source = function_source(text, index, index.nodes(cst.FunctionDef)[0])
+    assert project.values_of(path)  # made now, from amp.py's own parse
+    assert parse_module(text) is linted.module
+    assert module_index(linted) is index
+    assert line_numbers_cached(text, index) is lines
+    assert function_source(text, index, index.nodes(cst.FunctionDef)[0]) == source
