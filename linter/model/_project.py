@@ -546,17 +546,26 @@ class Project:
         full = self._full(path, summary)
         return full.values if full is not None else ()
 
+    def _content(self, path: str) -> bytes | None:
+        """A file's content now: an editor's buffer, else the disk; None when unreadable."""
+        data = self._buffers.get(path)
+        if data is not None:
+            return data
+        try:
+            return read_source(path)
+        except SourceError:
+            return None
+
     def _full(self, path: str, outlined: ModuleSummary) -> _Deferred | None:
         """What an outline left out, from the full summary of the content it was made from;
         None when the file changed since (unknown, not guessed)."""
         key = (path, outlined.deferred)
         if key not in self._deferred:
-            data = self._buffers.get(path)
-            try:
-                data = data if data is not None else read_source(path)
-            except SourceError:
-                data = None
-            full = full_summary(path, data, outlined) if data is not None else None
+            if isinstance(self.summaries, Summaries):
+                full = self.summaries.full(path, outlined, lambda: self._content(path))
+            else:
+                data = self._content(path)
+                full = full_summary(path, data, outlined) if data is not None else None
             self._deferred[key] = (
                 _Deferred(
                     {f.qualname: f.reason for f in full.functions},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from linter._atomic_write import WriteError, write_atomically
 from linter._parse import parse_module, parse_module_anew
@@ -45,6 +45,14 @@ class SummaryStore:
                 return ModuleSummary.from_json(json.loads(stream.read()))
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return None
+
+    def load_full(self, key: str) -> ModuleSummary | None:
+        """The full summary behind the outline stored under ``key``, if one was made (see
+        `Summaries.full`)."""
+        return self.load(f"{key}.full")
+
+    def store_full(self, key: str, summary: ModuleSummary) -> None:
+        self.store(f"{key}.full", summary)
 
     def store(self, key: str, summary: ModuleSummary) -> None:
         if self._broken:
@@ -104,6 +112,21 @@ class Summaries(Mapping[str, ModuleSummary]):
                 summary = empty_summary(path)
         self._loaded[path] = summary
         return summary
+
+    def full(
+        self, path: str, outlined: ModuleSummary, read: Callable[[], bytes | None]
+    ) -> ModuleSummary | None:
+        """The full summary of the content the outline of ``path`` was made from: from the
+        store when an earlier question made it, else from what ``read`` gives (the file's
+        content now, None when unreadable), kept in the store for the next run (a run after
+        one edit, an editor's next keystroke) whose outlines the cache gives."""
+        key = self._store.key(path, outlined.deferred)
+        found = self._store.load_full(key)
+        if found is None and (data := read()) is not None:
+            found = full_summary(path, data, outlined)
+            if found is not None:
+                self._store.store_full(key, found)
+        return found
 
     def __contains__(self, path: object) -> bool:
         return path in self._loaded or path in self._stored

@@ -19,7 +19,7 @@ from linter.model._module_index import module_index
 from linter.model._outline import outline, outline_fits
 from linter.model._project import FunctionRef, Project, caller_digests
 from linter.model._summary import ModuleSummary, summarize
-from linter.model._summary_store import summarise_file
+from linter.model._summary_store import Summaries, SummaryStore, summarise_file
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -291,3 +291,23 @@ def test_an_outlines_full_summary_leaves_the_linted_modules_state_alone(tmp_path
     assert module_index(linted) is index
     assert line_numbers_cached(text, index) is lines
     assert function_source(text, index, index.nodes(cst.FunctionDef)[0]) == source
+
+
+def test_a_full_summary_made_on_demand_is_kept_for_the_next_run(tmp_path: Path) -> None:
+    (tmp_path / "amp.py").write_text("import torch\n\nscaler = torch.amp.GradScaler()\n")
+    path = str(tmp_path / "amp.py")
+    outlined = summarise_file((path, (tmp_path / "amp.py").read_bytes(), True))
+    store = SummaryStore(str(tmp_path / "cache"), "code")
+
+    def project() -> Project:
+        summaries = Summaries(store)
+        summaries.add(path, outlined)
+        return Project(ModuleFiles(str(tmp_path), [path]), summaries)
+
+    made = project().values_of(path)
+    assert made
+    # The next run reads what the first made, not the file (gone here, to show it).
+    (tmp_path / "amp.py").unlink()
+    assert project().values_of(path) == made
+    # Without the store, the file is read: gone, it answers nothing.
+    assert Project(ModuleFiles(str(tmp_path), [path]), {path: outlined}).values_of(path) == ()
