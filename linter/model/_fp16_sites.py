@@ -90,13 +90,14 @@ _CAST_TEXT = re.compile(r"\.to\s*\(")
 
 def may_hold_a_finding(source: str) -> bool:
     """Cheap text test that skips the walk for files that cannot hold a finding."""
+    # Cheapest first: the case-blind fp16 pattern costs most (2 of a tree's 11 s of planning).
     return (
-        _FP16_TEXT.search(source) is not None
-        and _TRAINING_TEXT.search(source) is not None
+        _TRAINING_TEXT.search(source) is not None
         and (
             _BF16_ORIGIN_TEXT.search(source) is not None
             or ("bfloat16" in source and _CAST_TEXT.search(source) is not None)
         )
+        and _FP16_TEXT.search(source) is not None
     )
 
 
