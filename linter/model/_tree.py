@@ -20,7 +20,6 @@ import typing
 from collections.abc import Callable, Iterator
 
 import libcst as cst
-from libcst._maybe_sentinel import MaybeSentinel
 
 _VISITED_FIELD = re.compile(r'visit_\w+\(\s*self,\s*"(\w+)"')
 
@@ -98,7 +97,7 @@ def _layout_only(annotation: object) -> bool:
         return all(_layout_only(a) for a in typing.get_args(annotation))
     if origin in (collections.abc.Sequence, list, tuple):
         return all(_layout_only(a) for a in typing.get_args(annotation) if a is not Ellipsis)
-    if annotation in (MaybeSentinel, type(None), str):
+    if annotation in (cst.MaybeSentinel, type(None), str):
         return True
     if isinstance(annotation, type) and issubclass(annotation, cst.CSTNode):
         kinds = _concrete(annotation)
