@@ -21,7 +21,7 @@ import libcst as cst
 from linter.model._callable_aliases import AliasCalls, alias_calls
 from linter.model._dotted_names import ImportAliases, dotted_name, last_part
 from linter.model._module_index import ModuleIndex
-from linter.model._tree import children
+from linter.model._tree import code_children
 
 #: Constructors that take the device first in ``torch.amp``: the new call is
 #: ``torch.amp.<name>("<device>", <old positional args as keywords>, ...)``.
@@ -146,7 +146,8 @@ _NOT_A_USE = (
 
 def _chains(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.CSTNode | None]]:
     """Every maximal dotted Name/Attribute chain outside import statements, with its parent,
-    in source order (a plain pre-order walk: a libcst visitor rebuilds every node it passes)."""
+    in source order (a plain pre-order walk: a libcst visitor rebuilds every node it passes;
+    layout nodes, two thirds of a tree, hold no name)."""
     found: list[tuple[cst.BaseExpression, cst.CSTNode | None]] = []
     stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(module, None)]
     while stack:
@@ -160,7 +161,7 @@ def _chains(module: cst.Module) -> list[tuple[cst.BaseExpression, cst.CSTNode | 
             ):
                 found.append((node, parent))
             continue
-        below = children(node)
+        below = code_children(node)
         below.reverse()
         stack.extend((child, node) for child in below)
     return found
