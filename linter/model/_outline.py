@@ -25,6 +25,7 @@ import tokenize
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from linter.model._line_numbers import column_of
 from linter.model._summary import (
@@ -46,6 +47,11 @@ __all__ = ["outline", "outline_fits"]
 _VALUE_TEXT = re.compile(r"caler|autocast|deepspeed\.initialize|Accelerator\s*\(|precision\s*=")
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+#: Fields that hold no call, definition or assignment (a load/store context, an operator), and
+#: node type -> its other fields: the walk reads only those.
+_NO_CODE_FIELDS = frozenset({"ctx", "op", "ops"})
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 
 #: A line end as CPython's tokenizer counts them (not `str.splitlines`' form feeds and others).
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -129,27 +135,42 @@ class _Walk:
         while stack:
             node, place = stack.pop()
             below = place
-            if isinstance(node, ast.Call):
-                self.calls.append((node, place))
-            elif isinstance(node, _FUNCTIONS):
-                self.functions.append((node, place))
-                self.qualnames[node] = _qualname(node, place)
+            kind = type(node)
+            if kind is ast.Call:
+                self.calls.append((node, place))  # type: ignore[arg-type]  # by its type
+            elif kind in _FUNCTIONS:
+                function = cast("ast.FunctionDef | ast.AsyncFunctionDef", node)
+                self.functions.append((function, place))
+                self.qualnames[node] = _qualname(function, place)
                 nearest = place.nearest
                 self.owners[node] = nearest if isinstance(nearest, ast.ClassDef) else None
-                below = _Place(node, True, place.classes, place.outermost, node)
-            elif isinstance(node, ast.ClassDef):
-                self.classes.append((node, place))
-                outermost = place.outermost or node
-                below = _Place(place.function, place.nested, place.classes + 1, outermost, node)
-            elif isinstance(node, ast.Lambda):
+                below = _Place(function, True, place.classes, place.outermost, function)
+            elif kind is ast.ClassDef:
+                cls = cast("ast.ClassDef", node)
+                self.classes.append((cls, place))
+                outermost = place.outermost or cls
+                below = _Place(place.function, place.nested, place.classes + 1, outermost, cls)
+            elif kind is ast.Lambda:
                 below = _Place(place.function, True, place.classes, place.outermost, place.nearest)
-            elif isinstance(node, ast.Assign):
-                self.assigns.append((node, place))
-            elif isinstance(node, ast.Import):
-                self.imports.append(node)
-            elif isinstance(node, ast.ImportFrom):
-                self.from_imports.append(node)
-            stack.extend((child, below) for child in ast.iter_child_nodes(node))
+            elif kind is ast.Assign:
+                self.assigns.append((node, place))  # type: ignore[arg-type]  # by its type
+            elif kind is ast.Import:
+                self.imports.append(node)  # type: ignore[arg-type]  # by its type
+                continue  # its aliases hold nothing a summary reads
+            elif kind is ast.ImportFrom:
+                self.from_imports.append(node)  # type: ignore[arg-type]  # by its type
+                continue
+            fields = _CHILD_FIELDS.get(kind)
+            if fields is None:
+                fields = _CHILD_FIELDS[kind] = tuple(
+                    name for name in kind._fields if name not in _NO_CODE_FIELDS
+                )
+            for name in fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    stack.extend((item, below) for item in value if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append((value, below))
         for found in (self.calls, self.functions, self.classes, self.assigns):
             found.sort(key=lambda item: _start(item[0]))
         self.imports.sort(key=_start)
