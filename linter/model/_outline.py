@@ -1,18 +1,18 @@
-"""Outlines: the summary of a module with no AMP code, from CPython's parser instead of libcst.
+"""Outlines: a module's summary from CPython's parser, libcst's analyses left for later.
 
-Most files a project summarises hold no AMP code: they are summarised because an AMP module imports
-them or they import one (a model definition, a data module, ``main.py`` around a training
-function). Other modules ask of them only their names — imports, classes and their bases,
-functions and their sources, the calls they make — and, rarely, whether one of those calls runs
-every step. The names are what CPython's ``ast`` gives at a fifth of libcst's parse time; the
-per-step reasons need the full analysis (`linter.model._per_step`, on libcst), so an outline
-leaves them out and names the content it was made from (`ModuleSummary.deferred`): the project
-computes them from that file when a query first needs them (`Project.call_flow`).
+Other modules ask of most summarised modules only their names: imports, classes and their
+bases, functions and their sources, the calls they make. CPython's ``ast`` gives those at a
+fifth of libcst's parse time. Two things need libcst's analyses: whether a function or a call
+site runs every step (`linter.model._per_step`) and the AMP values a module exports
+(`linter.model._exported_values`). An outline leaves them out and names the content it was made
+from (`ModuleSummary.deferred`); the project makes the full summary of that content the first
+time a question needs one (`Project.call_reason`, `Project.function_reason`,
+`Project.values_of`), and keeps it in the summary store. Values are left out only when the
+module's text may hold one (`outline_fits`); otherwise the outline knows there are none.
 
 An outline holds exactly what `linter.model._summary.summarize` gives the same file, less those
-reasons (``tests/linter/model/test_outline.py`` checks it on every fixture). It is only made for a
-file whose text shows it exports no AMP value (`outline_fits`), since the exported values are
-libcst analyses too.
+reasons and values (``tests/linter/model/test_outline.py`` checks it on every fixture); a file
+CPython's parser rejects gets the full summary.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Outlines: a module without AMP code summarised by CPython's parser, its per-step reasons made
+"""Outlines: a module summarised by CPython's parser, its per-step reasons and values made
 by the project when a query needs them."""
 
 from __future__ import annotations
