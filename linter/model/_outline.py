@@ -37,6 +37,7 @@ from linter.model._summary import (
     ImportRecord,
     ModuleSummary,
     graft_words,
+    receiver_class,
 )
 
 __all__ = ["outline", "outline_fits"]
@@ -384,19 +385,14 @@ def _receiver_type(
     func = call.func
     if not isinstance(func, ast.Attribute):
         return None
-    built = _built_in_place(func.value)
-    if built is not None:
-        return built
-    receiver = _dotted(func.value)
-    if receiver is None or receiver in ("self", "cls"):
-        return None
-    if receiver.startswith("self.") and receiver.count(".") == 1:
-        return constructed.get((cls, receiver))
-    if "." not in receiver:
-        if (function, receiver) in constructed:
-            return constructed[(function, receiver)]
-        return _annotated_class(walked, function, receiver) if function is not None else None
-    return None
+    return receiver_class(
+        _built_in_place(func.value),
+        _dotted(func.value),
+        constructed,
+        function,
+        cls,
+        lambda name: _annotated_class(walked, function, name) if function is not None else None,
+    )
 
 
 def _annotated_class(

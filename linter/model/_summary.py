@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import libcst as cst
 
@@ -380,10 +380,34 @@ def receiver_type(
     func = call.func
     if not isinstance(func, cst.Attribute):
         return None
-    built = _built_in_place(func.value)
+    return receiver_class(
+        _built_in_place(func.value),
+        dotted_name(func.value),
+        constructed,
+        function,
+        cls,
+        lambda name: annotated_class(function, name) if function is not None else None,
+    )
+
+
+#: A scope node of either parser's tree (a function, a class, or None for the module).
+_Scope = TypeVar("_Scope")
+
+
+def receiver_class(
+    built: str | None,
+    receiver: str | None,
+    constructed: Mapping[tuple[_Scope, str], str | None],
+    function: _Scope,
+    cls: _Scope,
+    annotated: Callable[[str], str | None],
+) -> str | None:
+    """The class of the object a method is called on (`CallRecord.receiver_type`), whichever
+    parser's tree the facts come from: ``built`` for ``Class(...).m()``; for ``self.x.m()`` what
+    the class (``cls``) assigns to ``self.x``; for ``x.m()`` what ``function`` assigns to
+    ``x``, else the class ``annotated(x)`` gives its parameter; None otherwise."""
     if built is not None:
         return built
-    receiver = dotted_name(func.value)
     if receiver is None or receiver in ("self", "cls"):
         return None
     if receiver.startswith("self.") and receiver.count(".") == 1:
@@ -391,7 +415,7 @@ def receiver_type(
     if "." not in receiver:
         if (function, receiver) in constructed:
             return constructed[(function, receiver)]
-        return annotated_class(function, receiver) if function is not None else None
+        return annotated(receiver)
     return None
 
 
