@@ -25,6 +25,7 @@ import libcst as cst
 from linter._atomic_write import WriteError, write_atomically
 from linter._diagnostic import Diagnostic, FileError, RelatedLocation, one_line
 from linter._fix import SAFE, Edit, Fix, LineIndex, NodeFix, edit_spans, overlaps, shifted_offset
+from linter._garbage_collection import freeze_survivors, raise_threshold
 from linter._indentation import ExpandedIndentation, expand_indentation
 from linter._noqa import FileDirective, Suppressions, noqa_directives, noqa_edits
 from linter._notebook import Notebook
@@ -581,6 +582,12 @@ def use_projects(projects: dict[str, Project]) -> None:
     _PROJECTS.update(chosen)
 
 
+def _start_worker(projects: dict[str, Project]) -> None:
+    """A lint worker's initializer: the run's projects, and the run's collection pace."""
+    raise_threshold()
+    use_projects(projects)
+
+
 def run_job(job: Job) -> FileReport:
     """Lint one job; never raises for anything the file contains."""
     project = _PROJECTS.get(job.project_root) if job.project_root is not None else None
@@ -628,6 +635,8 @@ def run_jobs(
     rule's pre-filter needs no parse, so only the rest travel to the workers.
     """
     count = workers if workers is not None else _available_cpus()
+    # The projects are built: what is alive now lives to the end of the run.
+    freeze_survivors()
     reports: list[FileReport | None] = []
     heavy: list[tuple[int, Job, str | None]] = []
     for job in jobs:
@@ -658,7 +667,7 @@ def _in_workers(jobs: Sequence[Job], count: int) -> list[FileReport]:
 
     try:
         with ProcessPoolExecutor(
-            max_workers=min(count, len(jobs)), initializer=use_projects, initargs=(_PROJECTS,)
+            max_workers=min(count, len(jobs)), initializer=_start_worker, initargs=(_PROJECTS,)
         ) as pool:
             chunk = max(1, min(16, len(jobs) // (4 * count)))
             return list(pool.map(run_job, jobs, chunksize=chunk))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal, overload
 from linter._diagnostic import Diagnostic, FileError
 from linter._discovery import Excluder, discover
 from linter._engine import Change, FileReport, FixMode, Job, lint_bytes, run_jobs
+from linter._garbage_collection import fewer_collections
 from linter._patterns import PathPattern, relative_to_root
 from linter._rule import Rule
 from linter._selection import (
@@ -119,6 +120,7 @@ def lint_source(
 ) -> str: ...
 
 
+@fewer_collections()
 def lint_source(
     source: str | bytes,
     path: str = "<string>",
@@ -213,6 +215,7 @@ def _checked(report: FileReport) -> FileReport:
     return report
 
 
+@fewer_collections()
 def lint_paths(
     paths: Sequence[str | os.PathLike[str]] = (".",),
     *,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from linter._garbage_collection import freeze_survivors, raise_threshold
 from linter._source import SourceError, load_document, read_source
 from linter.model._file_facts import FactsStore, FileFacts, content_digest
 from linter.model._imports import ModuleFiles, find_root
@@ -280,7 +281,10 @@ def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterable[ModuleSu
     if workers <= 1 or len(todo) < _PARALLEL_MIN:
         return [summarise_file(item) for item in todo]
     try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        freeze_survivors()
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(todo)), initializer=raise_threshold
+        ) as pool:
             chunk = max(1, min(16, len(todo) // (4 * workers)))
             return list(pool.map(summarise_file, todo, chunksize=chunk))
     except (OSError, RuntimeError):  # no workers to be had: summarise here

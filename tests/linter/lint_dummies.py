@@ -5,6 +5,7 @@ A module of its own (not a conftest) so that worker processes can unpickle the r
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 
 import libcst as cst
@@ -94,4 +95,20 @@ class EveryName(Rule):
 
 
 #: The registry the CLI tests install in place of ``linter.rules.ALL_RULES``.
+class CollectionPace(Rule):
+    """Reports, once per file, the process's youngest-generation collection threshold and
+    whether objects are frozen: what a lint worker runs under (see _garbage_collection)."""
+
+    code = "TST004"
+    name = "collection-pace"
+    summary = "the collector's settings where the file is linted"
+    triggers = ("",)
+    valid = ()
+    invalid = ()
+
+    def check(self, context: ModuleContext) -> Iterable[Finding]:
+        frozen = gc.get_freeze_count() > 0
+        yield Finding(context.module, f"threshold {gc.get_threshold()[0]} frozen {frozen}")
+
+
 DUMMY_RULES: tuple[type[Rule], ...] = (PrintCall, Exploding, Configurable)
