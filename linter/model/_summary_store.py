@@ -57,7 +57,7 @@ class SummaryStore:
     def store(self, key: str, summary: ModuleSummary) -> None:
         if self._broken:
             return
-        text = json.dumps(summary.to_json(), separators=(",", ":"))
+        text = summary.text()
         target = self._file(key)
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -150,12 +150,14 @@ def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
     try:
         text = load_document(path, data).text
         found = outline(path, text, content_digest(data), has_amp=has_amp)
-        if found is not None:
-            return found
-        module = parse_module(text)
-        return summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
+        if found is None:
+            module = parse_module(text)
+            found = summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
     except Exception:  # the file's own lint reports why; its summary is simply empty
         return empty_summary(path)
+    # Written out here, in the worker: the process that stores every summary only hashes it.
+    found.text()
+    return found
 
 
 def full_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSummary | None:
