@@ -371,6 +371,17 @@ def _files_under(files: Sequence[str], folder: str) -> list[str]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _AnyRuleWants:
+    """The project's pre-filter: whether any of the run's rules wants a text. A class, not a
+    closure, so that worker processes that are spawned (not forked) can be handed it."""
+
+    rules: tuple[Rule, ...]
+
+    def __call__(self, text: str) -> bool:
+        return any(rule.wants(text) for rule in self.rules)
+
+
 def _wants_key(rules: Sequence[Rule]) -> str:
     """What decides the pre-filter of ``rules`` (a file's facts say whether it passed it)."""
     from linter._cache import rules_fingerprint
@@ -399,10 +410,7 @@ def _projects(
     store = SummaryStore(cache_folder, code_fingerprint())
     workers = jobs if jobs is not None else _available_cpus()
     rules = plan.rules
-
-    def wants(text: str) -> bool:
-        return any(rule.wants(text) for rule in rules)
-
+    wants = _AnyRuleWants(tuple(rules))
     # A root inside a folder the run walked holds the files that walk found under it: walking
     # it again would find the same ones (the excludes are the same, and its files were reached).
     walked = [os.path.abspath(path) for path in requested if os.path.isdir(path)]

@@ -1,0 +1,71 @@
+"""Reading a project's files for their facts, in worker processes or here: the same facts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from linter.api import _AnyRuleWants
+from linter.model._file_facts import FileFacts, content_digest
+from linter.model._project_build import _PARALLEL_MIN, _read_facts, scan_imports
+from linter.rules import ALL_RULES
+
+WANTS = _AnyRuleWants(tuple(rule() for rule in ALL_RULES))
+
+
+def _files(tmp_path: Path) -> list[str]:
+    paths = []
+    for index in range(_PARALLEL_MIN + 8):
+        path = tmp_path / f"m{index:03}.py"
+        body = f"from pkg import helper{index}\nx = {index}\n"
+        if index % 5 == 0:
+            body += "scaler = torch.amp.GradScaler('cuda')\n"
+        path.write_text(body, encoding="utf-8")
+        paths.append(str(path))
+    undecodable = tmp_path / "latin.py"
+    undecodable.write_bytes(b"# \xff\xfe not utf-8\nx = 1\n")
+    return [*paths, str(undecodable), str(tmp_path / "gone.py")]
+
+
+def test_workers_read_the_facts_reading_here_gives(tmp_path: Path) -> None:
+    paths = _files(tmp_path)
+    here = _read_facts(paths, WANTS, workers=1)
+    there = _read_facts(paths, WANTS, workers=2)
+    assert set(here) == set(there) == set(paths)
+    for path in paths:
+        assert (here[path] is None) == (there[path] is None)
+        if here[path] is not None:
+            assert here[path][0] == there[path][0]  # type: ignore[index]
+            assert here[path][1].st_ino == there[path][1].st_ino  # type: ignore[index]
+
+
+def test_each_file_gets_its_digest_its_pre_filter_answer_and_its_imports(tmp_path: Path) -> None:
+    paths = _files(tmp_path)
+    facts = _read_facts(paths, WANTS, workers=2)
+    for path in paths[: _PARALLEL_MIN + 8]:
+        data = Path(path).read_bytes()
+        text = data.decode()
+        expected = FileFacts.of(content_digest(data), WANTS(text), scan_imports(text))
+        assert facts[path] is not None
+        assert facts[path][0] == expected  # type: ignore[index]
+        assert facts[path][1].st_size == os.stat(path).st_size  # type: ignore[index]
+    wanted = [p for p in paths[: _PARALLEL_MIN + 8] if facts[p][0].wants]  # type: ignore[index]
+    assert len(wanted) == len(range(0, _PARALLEL_MIN + 8, 5))
+
+
+def test_a_file_that_cannot_be_read_or_decoded_has_no_facts(tmp_path: Path) -> None:
+    paths = _files(tmp_path)
+    facts = _read_facts(paths, WANTS, workers=2)
+    assert facts[str(tmp_path / "latin.py")] is None
+    assert facts[str(tmp_path / "gone.py")] is None
+
+
+def test_a_pre_filter_defined_in_a_function_is_applied_all_the_same(tmp_path: Path) -> None:
+    paths = _files(tmp_path)
+
+    def local(text: str) -> bool:
+        return "x = 7" in text
+
+    facts = _read_facts(paths, local, workers=2)
+    wanted = {Path(p).name for p, f in facts.items() if f is not None and f[0].wants}
+    assert wanted == {"m007.py"}
