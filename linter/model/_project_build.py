@@ -145,9 +145,11 @@ def build_projects(
             summary = made[path]
             store.store(plan.keys[path], summary)
             if facts_folder is None:
+                summary.release_text()
                 plan.summaries.add(path, summary)
                 continue
             digest = summary.digest()
+            summary.release_text()
             plan.summaries.add(path, summary, digest)
             plan.facts_store.summarised(path, plan.keys[path], digest)
         callers = _caller_digests(plan) if facts_folder is not None else None

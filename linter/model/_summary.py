@@ -186,10 +186,16 @@ class ModuleSummary:
 
     def text(self) -> str:
         """The summary as canonical JSON (sorted keys, no spaces): what the store writes and
-        `digest` hashes, made once per summary."""
+        `digest` hashes."""
+        if self._text:
+            return self._text[0]
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    def keep_text(self) -> None:
+        """Make `text` now and keep it with the summary: a worker does, so that the process
+        that stores and hashes every summary does not write them out again."""
         if not self._text:
-            self._text.append(json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")))
-        return self._text[0]
+            self._text.append(self.text())
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModuleSummary:
@@ -214,6 +220,11 @@ class ModuleSummary:
             deferred=str(data["deferred"]),
             deferred_values=bool(data["deferred_values"]),
         )
+
+    def release_text(self) -> None:
+        """Forget the text `keep_text` kept: a project holds thousands of summaries for a
+        whole run, and each needs its text only to be stored and hashed."""
+        self._text.clear()
 
     def digest(self) -> str:
         """A hash of the summary's content: what a dependent's cached result is keyed by."""

@@ -156,7 +156,7 @@ def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
     except Exception:  # the file's own lint reports why; its summary is simply empty
         return empty_summary(path)
     # Written out here, in the worker: the process that stores every summary only hashes it.
-    found.text()
+    found.keep_text()
     return found
 
 

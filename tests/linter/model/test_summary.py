@@ -13,11 +13,15 @@ import pytest
 
 from linter._parse import parse_module
 from linter._rule import ModuleContext
+from linter.api import _AnyRuleWants
+from linter.model._project_build import build_project
 from linter.model._summary import SUMMARY_FORMAT, ModuleSummary, summarize
 from linter.model._summary_store import SummaryStore, summarise_file
+from linter.rules import ALL_RULES
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 FILES = sorted(FIXTURES.rglob("*.py"))
+WANTS = _AnyRuleWants(tuple(rule() for rule in ALL_RULES))
 
 
 def _asdict_json(summary: ModuleSummary) -> dict[str, Any]:
@@ -65,3 +69,31 @@ def test_the_store_writes_the_text_and_reads_back_the_summary(tmp_path: Path) ->
     (written,) = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written.read_text() == made.text()
     assert store.load("ab12") == made
+
+
+def test_a_released_text_is_written_out_again_the_same_and_not_kept() -> None:
+    path = FIXTURES / "projects" / "amp007_pos_helper_steps_optimizer" / "train.py"
+    made = summarise_file((str(path), path.read_bytes(), True))
+    kept = made.text()
+    made.release_text()
+    assert made._text == []
+    assert made.text() == kept
+    assert made._text == []
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_built_project_keeps_no_summary_text(tmp_path: Path, cache: bool) -> None:
+    root = FIXTURES / "projects" / "amp007_pos_helper_steps_optimizer"
+    files = sorted(str(p) for p in root.rglob("*.py"))
+    store = SummaryStore(str(tmp_path) if cache else None, "test")
+    project = build_project(
+        str(root),
+        files,
+        WANTS,
+        store,
+        workers=1,
+        linted=files,
+        wants_key="rules" if cache else None,
+    )
+    assert len(project.summaries) == len(files)
+    assert all(project.summaries[path]._text == [] for path in project.summaries)
