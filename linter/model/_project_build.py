@@ -15,7 +15,7 @@ import hashlib
 import os
 import pickle
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -138,18 +138,24 @@ def build_projects(
         for root, _files, linted in requests
     }
     todo = [item for plan in planned.values() for item in plan.todo]
-    made = {summary.path: summary for summary in _run(todo, workers)}
+    key_of = {path: plan.keys[path] for plan in planned.values() for path, _, _ in plan.todo}
+    # Each summary is stored and hashed as it comes back, and its text released then: all
+    # of a tree's texts at once held 100 MB more in this process, and so in every worker
+    # forked from it.
+    made: dict[str, tuple[ModuleSummary, str]] = {}
+    for summary in _run(todo, workers):
+        store.store(key_of[summary.path], summary)
+        made[summary.path] = (summary, summary.digest())
+        summary.release_text()
     projects = {}
     for root, plan in planned.items():
         for path, _data, _has_amp in plan.todo:
-            summary = made[path]
-            store.store(plan.keys[path], summary)
+            summary, digest = made[path]
+            if plan.keys[path] != key_of[path]:  # another project's key for the same file
+                store.store(plan.keys[path], summary)
             if facts_folder is None:
-                summary.release_text()
                 plan.summaries.add(path, summary)
                 continue
-            digest = summary.digest()
-            summary.release_text()
             plan.summaries.add(path, summary, digest)
             plan.facts_store.summarised(path, plan.keys[path], digest)
         callers = _caller_digests(plan) if facts_folder is not None else None
@@ -335,18 +341,25 @@ def _read_facts(
     return dict(_facts_of(path) for path in paths)
 
 
-def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterable[ModuleSummary]:
-    if workers <= 1 or len(todo) < _PARALLEL_MIN:
-        return [summarise_file(item) for item in todo]
-    try:
-        freeze_survivors()
-        with ProcessPoolExecutor(
-            max_workers=min(workers, len(todo)), initializer=raise_threshold
-        ) as pool:
-            chunk = max(1, min(16, len(todo) // (4 * workers)))
-            return list(pool.map(summarise_file, todo, chunksize=chunk))
-    except (OSError, RuntimeError):  # no workers to be had: summarise here
-        return [summarise_file(item) for item in todo]
+def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterator[ModuleSummary]:
+    """The summary of each of ``todo``, as each is made (in worker processes when many)."""
+    done: set[str] = set()
+    if workers > 1 and len(todo) >= _PARALLEL_MIN:
+        try:
+            freeze_survivors()
+            with ProcessPoolExecutor(
+                max_workers=min(workers, len(todo)), initializer=raise_threshold
+            ) as pool:
+                chunk = max(1, min(16, len(todo) // (4 * workers)))
+                for summary in pool.map(summarise_file, todo, chunksize=chunk):
+                    done.add(summary.path)
+                    yield summary
+                return
+        except (OSError, RuntimeError):  # no workers to be had (or they died): go on here
+            pass
+    for item in todo:
+        if item[0] not in done:
+            yield summarise_file(item)
 
 
 def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[str]]:

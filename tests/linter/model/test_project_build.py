@@ -7,7 +7,7 @@ from pathlib import Path
 
 from linter.api import _AnyRuleWants
 from linter.model._file_facts import FileFacts, content_digest
-from linter.model._project_build import _PARALLEL_MIN, _read_facts, scan_imports
+from linter.model._project_build import _PARALLEL_MIN, _read_facts, _run, scan_imports
 from linter.rules import ALL_RULES
 
 WANTS = _AnyRuleWants(tuple(rule() for rule in ALL_RULES))
@@ -69,3 +69,14 @@ def test_a_pre_filter_defined_in_a_function_is_applied_all_the_same(tmp_path: Pa
     facts = _read_facts(paths, local, workers=2)
     wanted = {Path(p).name for p, f in facts.items() if f is not None and f[0].wants}
     assert wanted == {"m007.py"}
+
+
+def test_summaries_made_in_workers_come_back_once_each_and_equal_those_made_here(
+    tmp_path: Path,
+) -> None:
+    paths = _files(tmp_path)[: _PARALLEL_MIN + 8]
+    todo = [(path, Path(path).read_bytes(), True) for path in paths]
+    there = list(_run(todo, 2))
+    here = {summary.path: summary for summary in _run(todo, 1)}
+    assert sorted(summary.path for summary in there) == sorted(paths)
+    assert all(summary == here[summary.path] for summary in there)
