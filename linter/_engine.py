@@ -631,8 +631,10 @@ def run_jobs(
 ) -> list[FileReport]:
     """Lint every job, in worker processes when there are many; same results either way.
 
-    Files are read here first: a cached result needs no more work, and a file that passes no
-    rule's pre-filter needs no parse, so only the rest travel to the workers.
+    Files are looked up here first: a cached result needs no more work, and a file that the
+    project's plan found no trigger word in and summarised for nothing is not read again, so
+    only the rest travel to the workers (which apply the pre-filter to the project's files;
+    without a project it is applied here).
     """
     count = workers if workers is not None else _available_cpus()
     # The projects are built: what is alive now lives to the end of the run.
