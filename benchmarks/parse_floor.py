@@ -87,19 +87,16 @@ def _pre_filtered(paths: list[Path]) -> list[Path]:
 def _summarised(paths: list[Path], corpus: Path) -> list[Path]:
     """The files a cold ``amp-lint`` run over ``corpus`` summarises (its own plan, no cache)."""
     sys.path.insert(0, str(ROOT))
-    from linter.model._file_facts import FactsStore
-    from linter.model._project_build import SummaryStore, _plan, roots_of
+    from linter.model._project_build import files_to_summarise, roots_of
     from linter.rules import ALL_RULES
 
     def wants(text: str) -> bool:
         return any(rule.wants(text) for rule in ALL_RULES)
 
     chosen: list[Path] = []
-    store = SummaryStore(None, "parse-floor")
     by_root = roots_of([str(p.resolve()) for p in paths], [str(corpus.resolve())])
     for root, files in by_root.items():
-        plan = _plan(root, files, wants, store, files, None, FactsStore(None, root, ""))
-        chosen += [Path(path) for path, _data, _has_amp in plan.todo]
+        chosen += [Path(path) for path in files_to_summarise(root, files, wants)]
     return sorted(chosen)
 
 

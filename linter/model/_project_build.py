@@ -32,6 +32,7 @@ __all__ = [
     "SummaryStore",
     "build_project",
     "build_projects",
+    "files_to_summarise",
     "is_within",
     "roots_of",
     "scan_imports",
@@ -161,6 +162,18 @@ def build_projects(
         plan.facts_store.save()
         projects[root] = Project(plan.module_files, plan.summaries, plan.facts, callers, buffers)
     return projects
+
+
+def files_to_summarise(
+    root: str, files: Sequence[str], wants: Callable[[str], bool], workers: int = 1
+) -> list[str]:
+    """The files of the project under ``root`` that a cold run linting all of ``files``
+    summarises (no cache): what `benchmarks/parse_floor.py` parses."""
+    layout = ModuleFiles(root, files)
+    fresh = _read_facts(sorted(layout.files), wants, workers)
+    store = SummaryStore(None, "")
+    plan = _plan(layout, wants, store, files, None, FactsStore(None, root, ""), {}, fresh)
+    return [path for path, _data, _has_amp in plan.todo]
 
 
 def _caller_digests(plan: _Planned) -> dict[str, str]:
