@@ -7,7 +7,15 @@ from pathlib import Path
 
 from linter.api import _AnyRuleWants
 from linter.model._file_facts import FileFacts, content_digest
-from linter.model._project_build import _PARALLEL_MIN, _read_facts, _run, scan_imports
+from linter.model._project_build import (
+    _PARALLEL_MIN,
+    SummaryStore,
+    _read_facts,
+    _run,
+    build_project,
+    files_to_summarise,
+    scan_imports,
+)
 from linter.rules import ALL_RULES
 
 WANTS = _AnyRuleWants(tuple(rule() for rule in ALL_RULES))
@@ -80,3 +88,27 @@ def test_summaries_made_in_workers_come_back_once_each_and_equal_those_made_here
     here = {summary.path: summary for summary in _run(todo, 1)}
     assert sorted(summary.path for summary in there) == sorted(paths)
     assert all(summary == here[summary.path] for summary in there)
+
+
+def test_the_files_to_summarise_are_those_a_built_project_summarises() -> None:
+    fixtures = Path(__file__).parents[1] / "fixtures" / "projects"
+    for root in (
+        fixtures / "amp007_pos_helper_steps_optimizer",
+        fixtures / "amp002_pos_loader_module",
+    ):
+        files = sorted(str(p) for p in root.rglob("*.py"))
+        project = build_project(
+            str(root), files, WANTS, SummaryStore(None, "test"), workers=1, linted=files
+        )
+        assert files_to_summarise(str(root), files, WANTS) == sorted(project.summaries)
+
+
+def test_a_file_connected_to_no_amp_file_is_not_to_be_summarised(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom helper import step\nscaler = torch.amp.GradScaler('cuda')\n"
+    )
+    (tmp_path / "helper.py").write_text("def step(optimizer):\n    optimizer.step()\n")
+    (tmp_path / "plots.py").write_text("def plot(values):\n    return sorted(values)\n")
+    files = sorted(str(p) for p in tmp_path.glob("*.py"))
+    chosen = files_to_summarise(str(tmp_path), files, WANTS)
+    assert [Path(p).name for p in chosen] == ["helper.py", "train.py"]
