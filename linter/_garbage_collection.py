@@ -7,10 +7,11 @@ hundred of those the oldest, walking every object alive, the project's summaries
 worker process is handed all of them). Trees hold no cycles the collector must break (a node
 refers only to its children), so collecting less often frees the same objects, later.
 
-On the 55-repository sample (13,310 files; ``python benchmarks/lint_project.py --corpus ...``),
-a cold run over the whole tree took 102 s with CPython's defaults, 89 s with only the threshold
-raised, 98 s with only the freeze, and 78 s with both, at the same peak memory (575 vs 581 MiB);
-a threshold of 100,000 gained 2 s more for 60 MiB more.
+On the 55-repository sample (13,310 files), a cold `lint_paths` over the whole tree without a
+cache took 102 s with CPython's defaults, 89 s with only the threshold raised, 98 s with only
+the freeze, and 78 s with both, at the same peak memory (575 vs 581 MiB); a threshold of
+100,000 gained 2 s more for 60 MiB more. Side by side with ruff
+(``python benchmarks/lint_project.py``), the cold run went from 4.5 to 3.6 times ruff's.
 """
 
 from __future__ import annotations
