@@ -713,6 +713,13 @@ def _prepare(
     hit = _cached(job, cache, key)
     if hit is not None:
         return hit, None, None
+    heavy = replace(job, data=data, on_disk=job.data is None and job.on_disk)
+    if known is not None:
+        # A file of the project's plan: decoding it and its pre-filter, which reads the text
+        # of the functions it imports, are left to the worker that lints it (`lint_bytes`
+        # reports what cannot be decoded, `lint_text` applies the same pre-filter), so that
+        # they run in parallel rather than here before any worker starts.
+        return None, heavy, key
     try:
         document = load_document(job.path, data)
     except SourceError as error:
@@ -720,12 +727,6 @@ def _prepare(
         if cache is not None and key is not None:
             cache.store(key, report)
         return report, None, None
-    heavy = replace(job, data=data, on_disk=job.data is None and job.on_disk)
-    if known is not None:
-        # A file of the project's plan: its pre-filter, which reads the text of the functions
-        # it imports, is left to the worker that lints it (`lint_text` applies the same one),
-        # so that it runs in parallel rather than here before any worker starts.
-        return None, heavy, key
     imported = project.imported_text(absolute, document.text) if project is not None else ""
     text = f"{document.text}\n{imported}" if imported else document.text
     if any(rule.wants(document.text) or (imported and rule.wants(text)) for rule in job.rules):

@@ -348,7 +348,7 @@ def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
     return build_project(
         root,
         files,
-        lambda text: any(rule.wants(text) for rule in rules),
+        _AnyRuleWants(tuple(rules)),
         store,
         workers=1,
         linted=[absolute],

@@ -215,7 +215,7 @@ def _plan(
                 text = load_document(path, data).text
             except SourceError:
                 continue
-            known = FileFacts.of(content_digest(data), wants(text), scan_imports(text))
+            known = _facts(data, text, wants)
         elif known is None:
             found = fresh.get(path)
             if found is None:  # unreadable: the file's own lint says why
@@ -328,7 +328,12 @@ def _facts_read(
         text = load_document(path, data).text
     except (SourceError, OSError):
         return path, None
-    return path, (FileFacts.of(content_digest(data), wants(text), scan_imports(text)), info)
+    return path, (_facts(data, text, wants), info)
+
+
+def _facts(data: bytes, text: str, wants: Callable[[str], bool]) -> FileFacts:
+    """The facts of a file whose bytes are ``data`` and decoded text ``text``."""
+    return FileFacts.of(content_digest(data), wants(text), scan_imports(text))
 
 
 def _facts_of(path: str) -> tuple[str, tuple[FileFacts, os.stat_result] | None]:
