@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
+from linter.model._exported_values import possible_kinds
 from linter.model._line_numbers import column_of
 from linter.model._summary import (
     CONSTANT_CHARS,
@@ -42,11 +43,6 @@ from linter.model._summary import (
 
 __all__ = ["outline", "outline_fits"]
 
-#: Text without which a module exports no AMP value (`linter.model._exported_values`): a
-#: GradScaler is spelt with "Scaler" or "scaler", an autocast with "autocast", and an engine's
-#: setting by this pattern (the exported values' own `_ENGINE_TEXT`).
-_VALUE_TEXT = re.compile(r"caler|autocast|deepspeed\.initialize|Accelerator\s*\(|precision\s*=")
-
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 #: Fields that hold no call, definition or assignment (a load/store context, an operator), and
@@ -60,7 +56,7 @@ _LINE_END = re.compile(r"\r\n|\r|\n")
 
 def outline_fits(text: str) -> bool:
     """Whether ``text`` surely exports no AMP value: its outline says so (no value to defer)."""
-    return _VALUE_TEXT.search(text) is None
+    return not possible_kinds(text)
 
 
 def outline(path: str, text: str, digest: str, *, has_amp: bool = False) -> ModuleSummary | None:
@@ -84,7 +80,7 @@ def outline(path: str, text: str, digest: str, *, has_amp: bool = False) -> Modu
         constants=tuple(_constants(walked)),
         has_amp=has_amp,
         deferred=digest,
-        deferred_values=not outline_fits(text),
+        deferred_values=possible_kinds(text),
     )
 
 

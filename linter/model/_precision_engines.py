@@ -184,14 +184,15 @@ def _built_elsewhere(index: ModuleIndex) -> list[PrecisionEngine]:
     from linter.model._exported_values import ENGINE, imported_values
 
     values = imported_values(index)
+    engines = frozenset({ENGINE})
     found = []
     for call in index.nodes(cst.Call):
-        built = values.of_call(call)
-        if built is None or built[0].kind != ENGINE:
+        built = values.of_call(call, kinds=engines)
+        if built is None:
             continue
         found.append(_placed(*built, call, _engine_names(index, call)))
     for cls in index.nodes(cst.ClassDef):
-        inherited = [item for item in values.inherited(cls) if item[0].kind == ENGINE]
+        inherited = values.inherited(cls, engines)
         calls = index.calls_named(".__init__")
         init = next((c for c in calls if _runs_base_init(index, c, cls)), None)
         if init is None:

@@ -32,7 +32,7 @@ import libcst as cst
 from linter._parse import parse_module, parse_module_anew
 from linter._rule import positions_of
 from linter._source import SourceError, read_source
-from linter.model._exported_values import ValueRecord
+from linter.model._exported_values import VALUE_KINDS, ValueRecord
 from linter.model._file_facts import FileFacts
 from linter.model._imports import ModuleFiles
 from linter.model._line_numbers import call_lines
@@ -537,12 +537,15 @@ class Project:
         full = self._full(path, summary)
         return full.functions.get(function.qualname) if full is not None else None
 
-    def values_of(self, path: str) -> tuple[ValueRecord, ...]:
+    def values_of(self, path: str, kinds: frozenset[str] = VALUE_KINDS) -> tuple[ValueRecord, ...]:
         """The AMP values module ``path`` exports (`linter.model._exported_values`), made now
-        for an outline whose text may hold one; none for a module without a summary."""
+        for an outline whose text may hold one of ``kinds`` (else the outline's: none); none
+        for a module without a summary. Values of other kinds may come with them."""
         summary = self.summary(path)
-        if summary is None or not summary.deferred_values:
-            return summary.values if summary is not None else ()
+        if summary is None:
+            return ()
+        if kinds.isdisjoint(summary.deferred_values):
+            return summary.values
         full = self._full(path, summary)
         return full.values if full is not None else ()
 

@@ -179,6 +179,7 @@ class ScalerReceivers:
         from linter.model._exported_values import SCALER, imported_values
 
         values = imported_values(index)
+        scalers = frozenset({SCALER})
         seen: set[str] = set()
         for call in index.nodes(cst.Call):
             func = call.func
@@ -187,10 +188,10 @@ class ScalerReceivers:
                 continue
             seen.add(receiver)
             if receiver.startswith("self."):
-                found = values.of_attribute(receiver, call)
+                found = values.of_attribute(receiver, call, scalers)
             else:
-                found = values.of_name(receiver)
-            if found is not None and found[0].kind == SCALER:
+                found = values.of_name(receiver, scalers)
+            if found is not None:
                 self.proven.add(receiver)
         # `optimizer, scaler, scheduler = init_opt(...)`: a function of another module that
         # returns a GradScaler (alone, or at that place of its tuple).
@@ -206,8 +207,8 @@ class ScalerReceivers:
                 name = dotted_name(bound)
                 if name not in wanted:
                     continue
-                found = values.of_call(assign.value, place)
-                if found is not None and found[0].kind == SCALER:
+                found = values.of_call(assign.value, place, scalers)
+                if found is not None:
                     self.proven.add(name)
                     self.imported[name] = (bound, *found)
 

@@ -29,7 +29,7 @@ from linter.model._per_step import PerStepAnalysis
 from linter.model._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 7
+SUMMARY_FORMAT = 8
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
@@ -163,9 +163,11 @@ class ModuleSummary:
     #: per-step reasons were left out, and the project computes them from that content when a
     #: query needs them. ``""`` for a full summary.
     deferred: str = ""
-    #: Whether an outline left `values` out too (its text may hold one): the project computes
-    #: them as it computes the reasons. False when the outline knows there are none.
-    deferred_values: bool = False
+    #: The kinds of value (`linter.model._exported_values.possible_kinds`) an outline left out
+    #: of `values` because its text may hold one: the project computes them as it computes the
+    #: reasons, when a question wants one of those kinds. Empty when the outline knows there
+    #: are none, and in a full summary.
+    deferred_values: tuple[str, ...] = ()
     _functions: dict[str, FunctionRecord] = field(default_factory=dict, compare=False, repr=False)
     #: The summary as `text` writes it, while `keep_text` keeps it (a worker, for the trip back).
     _text: list[str] = field(default_factory=list, compare=False, repr=False)
@@ -218,7 +220,7 @@ class ModuleSummary:
             has_amp=bool(data["has_amp"]),
             values=tuple(ValueRecord(**item) for item in data["values"]),
             deferred=str(data["deferred"]),
-            deferred_values=bool(data["deferred_values"]),
+            deferred_values=tuple(str(kind) for kind in data["deferred_values"]),
         )
 
     def release_text(self) -> None:

@@ -13,6 +13,15 @@ import pytest
 
 from linter._parse import parse_module
 from linter._rule import ModuleContext
+from linter.model._exported_values import (
+    AUTOCAST,
+    AUTOCAST_FACTORY,
+    SCALER,
+    possible_kinds,
+)
+from linter.model._exported_values import (
+    ENGINE as ENGINE_KIND,
+)
 from linter.model._imports import ModuleFiles
 from linter.model._line_numbers import function_source, line_numbers_cached
 from linter.model._module_index import module_index
@@ -115,7 +124,7 @@ def _outline_and_full(path: str, text: str) -> tuple[ModuleSummary | None, Modul
         calls=tuple(dataclasses.replace(c, reason=None, open=False) for c in full.calls),
         values=(),
         deferred=digest,
-        deferred_values=not outline_fits(text),
+        deferred_values=possible_kinds(text),
     )
     return outline(path, text, digest), cleared
 
@@ -157,13 +166,37 @@ def test_an_outline_fits_only_a_module_that_exports_no_amp_value() -> None:
     assert outline_fits("import torch\ndef build(): return torch.nn.Linear(2, 2)\n")
     for text in (
         "scaler = torch.amp.GradScaler()\n",
-        "self.loss_scaler = NativeScaler()\n",
+        "from torch.cuda.amp import GradScaler as GS\nscaler = GS()\n",
+        "class T:\n    def __init__(self):\n        self.scaler = self.accelerator.scaler\n",
         "ctx = torch.autocast('cuda')\n",
         "engine = deepspeed.initialize(model=m)\n",
         "acc = Accelerator (mixed_precision='fp16')\n",
         "trainer = Trainer(precision = '16-mixed')\n",
     ):
         assert not outline_fits(text), text
+
+
+def test_an_outline_defers_only_the_kinds_of_value_its_text_can_spell() -> None:
+    # timm's NativeScaler wraps a GradScaler the module never builds: not a value here.
+    text = "class Trainer:\n    def __init__(self):\n        self.loss_scaler = NativeScaler()\n"
+    assert outline_fits(text)
+    assert _outline_and_full("/p/native.py", text)[1].values == ()
+    assert possible_kinds("ctx = torch.autocast('cuda')\n") == (AUTOCAST, AUTOCAST_FACTORY)
+    assert possible_kinds("scaler = torch.amp.GradScaler()\n") == (SCALER,)
+    assert possible_kinds("engine = deepspeed.initialize(model=m)\n") == (ENGINE_KIND,)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(FIXTURES.rglob("*.py")), ids=lambda p: str(p.relative_to(FIXTURES))
+)
+def test_a_kind_of_value_the_outline_rules_out_is_in_no_full_summary(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        pytest.skip("not Python libcst parses (a fixture of broken input)")
+    full = summarize(ModuleContext(str(path), text, module), str(path), has_amp=False)
+    assert {value.kind for value in full.values} <= set(possible_kinds(text))
 
 
 def test_every_file_gets_an_outline_whose_reasons_the_full_summary_holds() -> None:
