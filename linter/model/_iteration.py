@@ -84,6 +84,10 @@ _EVENT_WORDS = (
     "get_total_norm",
 )
 
+#: ...and those it must mention to make a step (`STEP_KINDS`: ``x.step(...)``, ``x.update()``;
+#: `linter.model._summary.graft_words` records them only as method names).
+_STEP_WORDS = ("step", "update")
+
 #: Collections whose elements are parts of one step (``for opt in optimizers:``).
 _PER_ELEMENT = re.compile(r"optimi[sz]ers|optims|scalers|models|losses", re.I)
 
@@ -346,7 +350,11 @@ class TrainingIterations:
         # to the depth limit).
         callers: dict[cst.CSTNode, list[cst.Call]] = {}
         for call in self._index.nodes(cst.Call):
-            callee = self._callee(call)
+            # A function of another module counts here only if it steps, and only one whose
+            # source calls a `.step`/`.update` can (its words say so): others are grafted when
+            # an iteration's events need them, not for every call of the module. Their callers
+            # need no entry: only this module's functions become iteration scopes.
+            callee = self._callee(call, _STEP_WORDS)
             if callee is not None:
                 callers.setdefault(callee, []).append(call)
                 if callee in self._context.foreign and self._steps(callee):
@@ -509,10 +517,12 @@ class TrainingIterations:
             functions.setdefault(function.name.value, []).append(function)
         return functions
 
-    def _callee(self, call: cst.Call) -> cst.FunctionDef | None:
+    def _callee(
+        self, call: cst.Call, words: tuple[str, ...] = _EVENT_WORDS
+    ) -> cst.FunctionDef | None:
         """The function that ``call`` runs: ``f(...)`` a module-level function, ``self.f(...)``
         a method of the caller's class; else, through the project, a function of another module
-        that makes training-iteration events (grafted under the call)."""
+        whose source mentions one of ``words`` (grafted under the call, or already grafted)."""
         func = call.func
         if isinstance(func, cst.Name):
             for function in self._functions.get(func.value, []):
@@ -526,7 +536,7 @@ class TrainingIterations:
         project = self._context.project
         if project is None or call in self._context.foreign:
             return None
-        return project.graft(self._context, call, _EVENT_WORDS)
+        return project.graft(self._context, call, words)
 
     # -- questions rules ask -------------------------------------------------------------------
 

@@ -539,6 +539,48 @@ def test_a_module_without_an_fp16_site_asks_no_other_module_for_its_models(
     assert len(context.grafts) == 1
 
 
+def test_finding_iterations_grafts_only_the_other_modules_functions_that_step(
+    tmp_path: Path,
+) -> None:
+    helpers = """
+        def report(loss):
+            loss.backward()
+
+        def train_step(model, batch, optimizer, scaler):
+            scaler.scale(model(batch)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    """
+    main = """
+        from helpers import report, train_step
+
+        def warm_up(loss):
+            report(loss)
+
+        def main(loader, model, optimizer, scaler):
+            for batch in loader:
+                train_step(model, batch, optimizer, scaler)
+    """
+    project = build(tmp_path, {"helpers.py": helpers, "main.py": main})
+    context = context_of(project, tmp_path / "main.py")
+    (iteration,) = of_module(context).iterations
+    assert [e.kind for e in iteration.events] == [
+        Kind.SCALED_BACKWARD,
+        Kind.SCALER_STEP,
+        Kind.UPDATE,
+    ]
+    # `report` has a backward but no step, and no iteration calls it: nothing asked for it.
+    grafted = {call.func.value for call, function in context.grafts.items() if function}
+    assert grafted == {"train_step"}
+    # Asked for directly, it is grafted as before.
+    (call,) = [
+        node
+        for node in descendants(context.module)
+        if isinstance(node, cst.Call) and getattr(node.func, "value", None) == "report"
+    ]
+    assert project.graft(context, call) is not None
+
+
 def test_a_method_of_an_object_built_in_place_runs_that_class_method(tmp_path: Path) -> None:
     project = build(
         tmp_path,
