@@ -491,6 +491,10 @@ def test_imported_text_holds_the_imported_functions_the_file_names(tmp_path: Pat
                     scaler.unscale_(model.opt)
 
                 class Runner:
+                    def __init__(self, opt):
+                        self.opt = opt
+                        self.opt.zero_grad()
+
                     def run_epoch(self):
                         self.opt.zero_grad()
                 """,
@@ -502,8 +506,15 @@ def test_imported_text_holds_the_imported_functions_the_file_names(tmp_path: Pat
     assert "def train_step" in named
     assert "def clip" not in named
     assert "def run_epoch" not in named
-    # A class named brings its methods: a constructor, a subclass or an object built here.
-    assert "def run_epoch" in project.imported_text(main, "class Mine(engine.Runner): pass\n")
+    # A class named brings its constructor; a method only where the file names the method: a
+    # call runs a method of another module only by its name (`x.run_epoch()`, `self.run_epoch()`).
+    subclass = project.imported_text(main, "class Mine(engine.Runner): pass\n")
+    assert "def __init__" in subclass
+    assert "def run_epoch" not in subclass
+    called = "class Mine(engine.Runner):\n    def go(self):\n        self.run_epoch()\n"
+    assert "def run_epoch" in project.imported_text(main, called)
+    assert "def run_epoch" in project.imported_text(main, "engine.Runner(o).run_epoch()\n")
+    assert "def __init__" not in project.imported_text(main, "def __init__(self): pass\n")
     assert project.imported_text(main, "import engine\n") == ""
     assert str(tmp_path / "engine.py") in project.used
 
