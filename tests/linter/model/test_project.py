@@ -497,6 +497,9 @@ def test_imported_text_holds_the_imported_functions_the_file_names(tmp_path: Pat
 
                     def run_epoch(self):
                         self.opt.zero_grad()
+
+                    def step(self):
+                        self.opt.step()
                 """,
             "main.py": "import engine\n",
         },
@@ -515,6 +518,10 @@ def test_imported_text_holds_the_imported_functions_the_file_names(tmp_path: Pat
     assert "def run_epoch" in project.imported_text(main, called)
     assert "def run_epoch" in project.imported_text(main, "engine.Runner(o).run_epoch()\n")
     assert "def __init__" not in project.imported_text(main, "def __init__(self): pass\n")
+    # A generic method name reaches the method only with its class named: `optimizer.step()`
+    # alone runs no project method called `step`.
+    assert "def step" not in project.imported_text(main, "optimizer.step()\n")
+    assert "def step" in project.imported_text(main, "engine.Runner(o).step()\n")
     assert project.imported_text(main, "import engine\n") == ""
     assert str(tmp_path / "engine.py") in project.used
 
