@@ -44,6 +44,7 @@ from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants,
 from linter.model._path_facts import Fact, PathFacts, path_facts
 from linter.model._per_step import TRAVERSED_COLLECTIONS
 from linter.model._scaler_receivers import scaler_receivers
+from linter.model._summary import METHOD_WORDS
 from linter.model._tree import children
 
 
@@ -83,10 +84,6 @@ _EVENT_WORDS = (
     ".grad",  # gradient reads: p.grad.norm(), add_histogram(name, p.grad, step)
     "get_total_norm",
 )
-
-#: ...and those it must mention to make a step (`STEP_KINDS`: ``x.step(...)``, ``x.update()``;
-#: `linter.model._summary.graft_words` records them only as method names).
-_STEP_WORDS = ("step", "update")
 
 #: Collections whose elements are parts of one step (``for opt in optimizers:``).
 _PER_ELEMENT = re.compile(r"optimi[sz]ers|optims|scalers|models|losses", re.I)
@@ -350,11 +347,12 @@ class TrainingIterations:
         # to the depth limit).
         callers: dict[cst.CSTNode, list[cst.Call]] = {}
         for call in self._index.nodes(cst.Call):
-            # A function of another module counts here only if it steps, and only one whose
-            # source calls a `.step`/`.update` can (its words say so): others are grafted when
-            # an iteration's events need them, not for every call of the module. Their callers
-            # need no entry: only this module's functions become iteration scopes.
-            callee = self._callee(call, _STEP_WORDS)
+            # A function of another module counts here only if it steps (`STEP_KINDS`), and
+            # only one whose source calls a `.step`/`.update` can (`METHOD_WORDS` among its
+            # words): others are grafted when an iteration's events need them, not for every
+            # call of the module. Their callers need no entry: only this module's functions
+            # become iteration scopes.
+            callee = self._callee(call, METHOD_WORDS)
             if callee is not None:
                 callers.setdefault(callee, []).append(call)
                 if callee in self._context.foreign and self._steps(callee):

@@ -58,7 +58,8 @@ GRAFT_WORDS = (
 #: The graft words an optimizer or scaler method names (``opt.step()``, ``scaler.update()``):
 #: a function mentions them only when it calls that method, not when it counts steps
 #: (``global_step``, ``steps_per_epoch``) or updates a dict's keys by another name.
-_METHOD_WORDS = {word: re.compile(rf"\.[\s\\]*{word}\b") for word in ("step", "update")}
+METHOD_WORDS = ("step", "update")
+_METHOD_WORDS = {word: re.compile(rf"\.[\s\\]*{word}\b") for word in METHOD_WORDS}
 
 
 def graft_words(source: str) -> tuple[str, ...]:
