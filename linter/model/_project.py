@@ -48,7 +48,7 @@ from linter.model._summary import (
     receiver_type,
     written_callee,
 )
-from linter.model._summary_store import Summaries, full_summary
+from linter.model._summary_store import Summaries, full_summary, values_summary
 from linter.model._tree import descendants, walk
 
 if TYPE_CHECKING:
@@ -158,6 +158,9 @@ class Project:
         #: (path, content digest) of an outline -> what it left out, made when first asked; None
         #: when unknown (the file changed since).
         self._deferred: dict[tuple[str, str], _Deferred | None] = {}
+        #: The same key -> the outline's values, made alone when values were asked first (no
+        #: per-step reason: see `values_summary`); none when unknown.
+        self._values: dict[tuple[str, str], tuple[ValueRecord, ...]] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
 
@@ -545,8 +548,18 @@ class Project:
             return ()
         if kinds.isdisjoint(summary.deferred_values):
             return summary.values
-        full = self._full(path, summary)
-        return full.values if full is not None else ()
+        key = (path, summary.deferred)
+        if key in self._deferred:  # a reason was asked first: the full summary has the values
+            full = self._deferred[key]
+            return full.values if full is not None else ()
+        if key not in self._values:
+            if isinstance(self.summaries, Summaries):
+                made = self.summaries.values_only(path, summary, lambda: self._content(path))
+            else:
+                data = self._content(path)
+                made = values_summary(path, data, summary) if data is not None else None
+            self._values[key] = made.values if made is not None else ()
+        return self._values[key]
 
     def _content(self, path: str) -> bytes | None:
         """A file's content now: an editor's buffer, else the disk; None when unreadable."""

@@ -28,7 +28,13 @@ from linter.model._module_index import module_index
 from linter.model._outline import outline, outline_fits
 from linter.model._project import FunctionRef, Project, caller_digests
 from linter.model._summary import ModuleSummary, summarize
-from linter.model._summary_store import Summaries, SummaryStore, summarise_file
+from linter.model._summary_store import (
+    Summaries,
+    SummaryStore,
+    full_summary,
+    summarise_file,
+    values_summary,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -197,6 +203,43 @@ def test_a_kind_of_value_the_outline_rules_out_is_in_no_full_summary(path: Path)
         pytest.skip("not Python libcst parses (a fixture of broken input)")
     full = summarize(ModuleContext(str(path), text, module), str(path), has_amp=False)
     assert {value.kind for value in full.values} <= set(possible_kinds(text))
+
+
+def _deferring_values() -> list[Path]:
+    """The fixtures whose outlines leave values for the project to make."""
+    return [
+        path
+        for path in sorted(FIXTURES.rglob("*.py"))
+        if summarise_file((str(path), path.read_bytes(), True)).deferred_values
+    ]
+
+
+@pytest.mark.parametrize("path", _deferring_values(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_values_made_alone_are_the_full_summarys_values(path: Path) -> None:
+    data = path.read_bytes()
+    outlined = summarise_file((str(path), data, True))
+    full = full_summary(str(path), data, outlined)
+    alone = values_summary(str(path), data, outlined)
+    assert full is not None
+    assert alone is not None
+    assert alone.values == full.values
+    assert alone.functions == ()  # no per-step reason was made
+    assert alone.calls == ()
+
+
+def test_values_asked_first_make_no_reason_and_a_reason_asked_later_does(tmp_path: Path) -> None:
+    amp_engine = "import torch\n\nscaler = torch.amp.GradScaler()\n" + textwrap.dedent(ENGINE)
+    (tmp_path / "engine.py").write_text(amp_engine)
+    (tmp_path / "main.py").write_text(textwrap.dedent(MAIN))
+    paths = [str(tmp_path / "engine.py"), str(tmp_path / "main.py")]
+    summaries = {path: summarise_file((path, Path(path).read_bytes(), True)) for path in paths}
+    project = Project(ModuleFiles(str(tmp_path), paths), summaries)
+    assert [(v.holder, v.kind) for v in project.values_of(paths[0])] == [("scaler", "scaler")]
+    assert not project._deferred  # values alone: no full summary, no reason made
+    target = FunctionRef(paths[0], "train_step")
+    why = project._called_per_step(target, target.path, 0, frozenset())
+    assert why == "in `train_step()`, called inside the loop at line 6 of main.py"
+    assert project._deferred
 
 
 def test_every_file_gets_an_outline_whose_reasons_the_full_summary_holds() -> None:
