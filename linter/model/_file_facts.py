@@ -23,7 +23,7 @@ from typing import Any
 from linter._atomic_write import WriteError, write_atomically
 
 #: Bumped whenever the layout of the facts file changes.
-FACTS_FORMAT = 2
+FACTS_FORMAT = 3
 #: A signature this close (in nanoseconds) to the time it was read is not trusted later.
 _RACY_NS = 2_000_000_000
 
@@ -45,11 +45,16 @@ class FileFacts:
     #: The summary store's key of the summary last made of it, and that summary's digest.
     summary_key: str | None = None
     summary_digest: str | None = None
+    #: Whether it mentions a trigger word of a rule the run knows but did not select: the
+    #: project summarises it all the same (see `linter.api._AnyRuleWants`).
+    seeds: bool = False
 
     @classmethod
-    def of(cls, digest: str, wants: bool, imports: Sequence[ScannedImport]) -> FileFacts:
+    def of(
+        cls, digest: str, wants: bool, imports: Sequence[ScannedImport], seeds: bool = False
+    ) -> FileFacts:
         listed = [[module, level, list(names)] for module, level, names in imports]
-        return cls(digest, wants, json.dumps(listed, separators=(",", ":")))
+        return cls(digest, wants, json.dumps(listed, separators=(",", ":")), seeds=seeds)
 
     @property
     def imports(self) -> tuple[ScannedImport, ...]:
@@ -165,17 +170,29 @@ class FactsStore:
 
 
 def _to_json(facts: FileFacts) -> list[Any]:
-    return [facts.digest, facts.wants, facts.imports_json, facts.summary_key, facts.summary_digest]
+    return [
+        facts.digest,
+        facts.wants,
+        facts.imports_json,
+        facts.summary_key,
+        facts.summary_digest,
+        facts.seeds,
+    ]
 
 
 def _from_json(item: Any) -> FileFacts:
-    digest, wants, imports_json, summary_key, summary_digest = item
-    if not (isinstance(digest, str) and isinstance(wants, bool) and isinstance(imports_json, str)):
+    digest, wants, imports_json, summary_key, summary_digest, seeds = item
+    if not (
+        isinstance(digest, str)
+        and isinstance(wants, bool)
+        and isinstance(imports_json, str)
+        and isinstance(seeds, bool)
+    ):
         raise TypeError("bad facts")
     for optional in (summary_key, summary_digest):
         if optional is not None and not isinstance(optional, str):
             raise TypeError("bad summary digest")
-    return FileFacts(digest, wants, imports_json, summary_key, summary_digest)
+    return FileFacts(digest, wants, imports_json, summary_key, summary_digest, seeds)
 
 
 def _ints(values: Any, count: int) -> bool:

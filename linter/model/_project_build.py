@@ -92,15 +92,20 @@ def build_project(
     linted: Sequence[str] = (),
     buffers: dict[str, bytes] | None = None,
     wants_key: str | None = None,
+    seeds: Callable[[str], bool] | None = None,
 ) -> Project:
     """The project of ``files`` (absolute paths under ``root``) as the files being ``linted``
     see it: the modules connected to them through imports, in either direction. A file's
     project is its connected part of the import graph, the same whichever of its files a run
     names, so one file alone gets the findings a run over the whole tree gives it.
     ``buffers`` hold the unsaved text of files an editor has open (read instead of the disk).
-    ``wants_key`` names the rules behind ``wants``: with it, the files' facts are kept for the
-    next run (see `linter.model._file_facts`)."""
-    return build_projects([(root, files, linted)], wants, store, workers, buffers, wants_key)[root]
+    ``wants_key`` names the rules behind ``wants`` and ``seeds``: with it, the files' facts are
+    kept for the next run (see `linter.model._file_facts`). ``seeds`` tests a file the project
+    summarises although ``wants`` does not pass it (the trigger words of the rules a run knows
+    but did not select)."""
+    return build_projects(
+        [(root, files, linted)], wants, store, workers, buffers, wants_key, seeds
+    )[root]
 
 
 def build_projects(
@@ -110,6 +115,7 @@ def build_projects(
     workers: int,
     buffers: dict[str, bytes] | None = None,
     wants_key: str | None = None,
+    seeds: Callable[[str], bool] | None = None,
 ) -> dict[str, Project]:
     """`build_project` for each (root, files, linted), the summaries of all of them made in
     one pool of workers: a tree of many small repositories keeps every worker busy, where one
@@ -130,10 +136,11 @@ def build_projects(
         for root, layout in layouts.items()
     }
     unknown = {path for known in recorded.values() for path, facts in known.items() if not facts}
-    fresh = _read_facts(sorted(unknown), wants, workers)
+    prefilter = _Prefilter(wants, seeds)
+    fresh = _read_facts(sorted(unknown), prefilter, workers)
     planned = {
         root: _plan(
-            layouts[root], wants, store, linted, buffers, stores[root], recorded[root], fresh
+            layouts[root], prefilter, store, linted, buffers, stores[root], recorded[root], fresh
         )
         for root, _files, linted in requests
     }
@@ -170,9 +177,10 @@ def files_to_summarise(
     """The files of the project under ``root`` that a cold run linting all of ``files``
     summarises (no cache): what `benchmarks/parse_floor.py` parses."""
     layout = ModuleFiles(root, files)
-    fresh = _read_facts(sorted(layout.files), wants, workers)
+    prefilter = _Prefilter(wants)
+    fresh = _read_facts(sorted(layout.files), prefilter, workers)
     store = SummaryStore(None, "")
-    plan = _plan(layout, wants, store, files, None, FactsStore(None, root, ""), {}, fresh)
+    plan = _plan(layout, prefilter, store, files, None, FactsStore(None, root, ""), {}, fresh)
     return [path for path, _data, _has_amp in plan.todo]
 
 
@@ -195,7 +203,7 @@ def _caller_digests(plan: _Planned) -> dict[str, str]:
 
 def _plan(
     module_files: ModuleFiles,
-    wants: Callable[[str], bool],
+    prefilter: _Prefilter,
     store: SummaryStore,
     linted: Sequence[str],
     buffers: dict[str, bytes] | None,
@@ -215,7 +223,7 @@ def _plan(
                 text = load_document(path, data).text
             except SourceError:
                 continue
-            known = _facts(data, text, wants)
+            known = _facts(data, text, prefilter)
         elif known is None:
             found = fresh.get(path)
             if found is None:  # unreadable: the file's own lint says why
@@ -223,7 +231,7 @@ def _plan(
             known, info = found
             facts_store.record(path, known, info)
         facts[path] = known
-    amp = {path for path, known in facts.items() if known.wants}
+    amp = {path for path, known in facts.items() if known.wants or known.seeds}
     imports = _import_graph(module_files, facts, facts_store)
     chosen = set(amp)
     for path, targets in imports.items():
@@ -313,12 +321,27 @@ def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:
     return seen
 
 
+@dataclass(frozen=True, slots=True)
+class _Prefilter:
+    """What a file's facts record of its text: whether the run's rules want it (``wants``), and
+    whether the other rules the run knows do (``seeds``, None for none): the project summarises
+    both kinds (`linter.api._AnyRuleWants` says why)."""
+
+    wants: Callable[[str], bool]
+    seeds: Callable[[str], bool] | None = None
+
+    def facts(self, data: bytes, text: str) -> FileFacts:
+        wanted = self.wants(text)
+        seeds = not wanted and self.seeds is not None and self.seeds(text)
+        return FileFacts.of(content_digest(data), wanted, scan_imports(text), seeds)
+
+
 #: The pre-filter the workers reading files apply (set by their pool's initializer).
-_WANTS: list[Callable[[str], bool]] = []
+_WANTS: list[_Prefilter] = []
 
 
 def _facts_read(
-    path: str, wants: Callable[[str], bool]
+    path: str, prefilter: _Prefilter
 ) -> tuple[str, tuple[FileFacts, os.stat_result] | None]:
     """``path`` -> its facts and the stat signature they were read under; None when it cannot
     be read or decoded."""
@@ -328,12 +351,12 @@ def _facts_read(
         text = load_document(path, data).text
     except (SourceError, OSError):
         return path, None
-    return path, (_facts(data, text, wants), info)
+    return path, (_facts(data, text, prefilter), info)
 
 
-def _facts(data: bytes, text: str, wants: Callable[[str], bool]) -> FileFacts:
+def _facts(data: bytes, text: str, prefilter: _Prefilter) -> FileFacts:
     """The facts of a file whose bytes are ``data`` and decoded text ``text``."""
-    return FileFacts.of(content_digest(data), wants(text), scan_imports(text))
+    return prefilter.facts(data, text)
 
 
 def _facts_of(path: str) -> tuple[str, tuple[FileFacts, os.stat_result] | None]:
@@ -341,14 +364,14 @@ def _facts_of(path: str) -> tuple[str, tuple[FileFacts, os.stat_result] | None]:
     return _facts_read(path, _WANTS[0])
 
 
-def _use_wants(wants: Callable[[str], bool]) -> None:
+def _use_wants(prefilter: _Prefilter) -> None:
     """A facts worker's initializer."""
     raise_threshold()
-    _WANTS[:] = [wants]
+    _WANTS[:] = [prefilter]
 
 
 def _read_facts(
-    paths: Sequence[str], wants: Callable[[str], bool], workers: int
+    paths: Sequence[str], prefilter: _Prefilter, workers: int
 ) -> dict[str, tuple[FileFacts, os.stat_result] | None]:
     """The facts of files no earlier run recorded: every file of a cold run, read and tested
     against the pre-filter in worker processes (on the 55-repository sample, reading its
@@ -357,13 +380,13 @@ def _read_facts(
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
         try:
             with ProcessPoolExecutor(
-                max_workers=workers, initializer=_use_wants, initargs=(wants,)
+                max_workers=workers, initializer=_use_wants, initargs=(prefilter,)
             ) as pool:
                 chunk = max(1, min(64, len(paths) // (4 * workers)))
                 return dict(pool.map(_facts_of, paths, chunksize=chunk))
         except (OSError, RuntimeError, pickle.PicklingError, AttributeError):
             pass  # no workers to be had (or they died), or a pre-filter they cannot be sent
-    return dict(_facts_read(path, wants) for path in paths)
+    return dict(_facts_read(path, prefilter) for path in paths)
 
 
 def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterator[ModuleSummary]:

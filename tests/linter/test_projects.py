@@ -68,6 +68,36 @@ def test_each_file_alone_reports_what_the_project_run_reports_for_it(
         assert findings(root, [path]) == mine, relative
 
 
+def _marked(folder: Path) -> list[tuple[Path, str]]:
+    """(folder, code) for each code a line of the project is marked with, AMP100 left out: it
+    judges only the codes of the rules that ran, so a run of AMP100 alone judges none."""
+    codes = {code for _path, _line, code in expected(folder)}
+    return [(folder, code) for code in sorted(codes - {"AMP100"})]
+
+
+@pytest.mark.parametrize(
+    ("folder", "code"),
+    [pair for folder in FOLDERS for pair in _marked(folder)],
+    ids=lambda value: value.name if isinstance(value, Path) else value,
+)
+def test_a_run_of_one_rule_reports_what_the_run_of_every_rule_reports_for_it(
+    folder: Path, code: str, tmp_path: Path
+) -> None:
+    # `select = ["AMP008"]` (or `--select AMP008`) once summarised none of a project where no
+    # file passed AMP008's own pre-filter on its text alone, so the findings whose evidence is
+    # in another module were lost.
+    root = copied(folder, tmp_path)
+    wanted = {item for item in expected(root) if item[2] == code}
+    for paths in [[root]] + [[root / relative] for relative in sorted({w[0] for w in wanted})]:
+        result = lint_paths([str(p) for p in paths], select=[code], jobs=1)
+        assert not result.errors, result.errors
+        found = {
+            (Path(d.path).resolve().relative_to(root.resolve()).as_posix(), d.line, d.code)
+            for d in result.diagnostics
+        }
+        assert found == {w for w in wanted if paths == [root] or root / w[0] == paths[0]}
+
+
 def test_every_rule_has_a_positive_and_a_negative_project() -> None:
     names = [folder.name for folder in FOLDERS]
     codes = {name.split("_")[0] for name in names}

@@ -42,6 +42,15 @@ def test_facts_of_an_unchanged_file_come_back(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("trusted_now")
+def test_whether_another_rule_wants_a_file_comes_back_too(tmp_path: Path) -> None:
+    path = tmp_path / "utils.py"
+    path.write_text("scaler = torch.amp.GradScaler('cuda')\n")
+    seeds = FileFacts.of("e" * 64, False, [], seeds=True)
+    assert saved(tmp_path / "cache", path, seeds).get(str(path)) == seeds
+    assert saved(tmp_path / "other", path).get(str(path)) != seeds
+
+
+@pytest.mark.usefixtures("trusted_now")
 def test_a_file_rewritten_with_the_same_size_is_a_miss(tmp_path: Path) -> None:
     path = tmp_path / "train.py"
     path.write_text("import engine\n")

@@ -10,6 +10,7 @@ from linter.model._file_facts import FileFacts, content_digest
 from linter.model._project_build import (
     _PARALLEL_MIN,
     SummaryStore,
+    _Prefilter,
     _read_facts,
     _run,
     build_project,
@@ -18,7 +19,8 @@ from linter.model._project_build import (
 )
 from linter.rules import ALL_RULES
 
-WANTS = _AnyRuleWants(tuple(rule() for rule in ALL_RULES))
+WANTS = _AnyRuleWants(tuple(ALL_RULES))
+PREFILTER = _Prefilter(WANTS)
 
 
 def _files(tmp_path: Path) -> list[str]:
@@ -37,8 +39,8 @@ def _files(tmp_path: Path) -> list[str]:
 
 def test_workers_read_the_facts_reading_here_gives(tmp_path: Path) -> None:
     paths = _files(tmp_path)
-    here = _read_facts(paths, WANTS, workers=1)
-    there = _read_facts(paths, WANTS, workers=2)
+    here = _read_facts(paths, PREFILTER, workers=1)
+    there = _read_facts(paths, PREFILTER, workers=2)
     assert set(here) == set(there) == set(paths)
     for path in paths:
         assert (here[path] is None) == (there[path] is None)
@@ -49,7 +51,7 @@ def test_workers_read_the_facts_reading_here_gives(tmp_path: Path) -> None:
 
 def test_each_file_gets_its_digest_its_pre_filter_answer_and_its_imports(tmp_path: Path) -> None:
     paths = _files(tmp_path)
-    facts = _read_facts(paths, WANTS, workers=2)
+    facts = _read_facts(paths, PREFILTER, workers=2)
     for path in paths[: _PARALLEL_MIN + 8]:
         data = Path(path).read_bytes()
         text = data.decode()
@@ -63,9 +65,27 @@ def test_each_file_gets_its_digest_its_pre_filter_answer_and_its_imports(tmp_pat
 
 def test_a_file_that_cannot_be_read_or_decoded_has_no_facts(tmp_path: Path) -> None:
     paths = _files(tmp_path)
-    facts = _read_facts(paths, WANTS, workers=2)
+    facts = _read_facts(paths, PREFILTER, workers=2)
     assert facts[str(tmp_path / "latin.py")] is None
     assert facts[str(tmp_path / "gone.py")] is None
+
+
+def _wants_seven(text: str) -> bool:
+    """A run's pre-filter that workers can be handed (a module's function)."""
+    return "x = 7" in text
+
+
+def test_the_other_rules_pre_filter_is_recorded_apart_here_and_in_workers(tmp_path: Path) -> None:
+    paths = _files(tmp_path)
+    for workers in (1, 2):
+        facts = _read_facts(paths, _Prefilter(_wants_seven, WANTS), workers)
+        read = {Path(p).name: f[0] for p, f in facts.items() if f is not None}
+        assert {name for name, known in read.items() if known.wants} == {"m007.py"}
+        # The GradScaler modules pass the other rules' test; a file the run's rules want is
+        # not asked again.
+        assert {name for name, known in read.items() if known.seeds} == {
+            f"m{index:03}.py" for index in range(0, _PARALLEL_MIN + 8, 5)
+        }
 
 
 def test_a_pre_filter_defined_in_a_function_is_applied_all_the_same(tmp_path: Path) -> None:
@@ -74,7 +94,7 @@ def test_a_pre_filter_defined_in_a_function_is_applied_all_the_same(tmp_path: Pa
     def local(text: str) -> bool:
         return "x = 7" in text
 
-    facts = _read_facts(paths, local, workers=2)
+    facts = _read_facts(paths, _Prefilter(local), workers=2)
     wanted = {Path(p).name for p, f in facts.items() if f is not None and f[0].wants}
     assert wanted == {"m007.py"}
 
