@@ -223,7 +223,7 @@ def _plan(
                 text = load_document(path, data).text
             except SourceError:
                 continue
-            known = _facts(data, text, prefilter)
+            known = prefilter.facts(data, text)
         elif known is None:
             found = fresh.get(path)
             if found is None:  # unreadable: the file's own lint says why
@@ -325,12 +325,13 @@ def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:
 class _Prefilter:
     """What a file's facts record of its text: whether the run's rules want it (``wants``), and
     whether the other rules the run knows do (``seeds``, None for none): the project summarises
-    both kinds (`linter.api._AnyRuleWants` says why)."""
+    both kinds (`linter.api._prefilters` says why)."""
 
     wants: Callable[[str], bool]
     seeds: Callable[[str], bool] | None = None
 
     def facts(self, data: bytes, text: str) -> FileFacts:
+        """The facts of a file whose bytes are ``data`` and decoded text ``text``."""
         wanted = self.wants(text)
         seeds = not wanted and self.seeds is not None and self.seeds(text)
         return FileFacts.of(content_digest(data), wanted, scan_imports(text), seeds)
@@ -351,12 +352,7 @@ def _facts_read(
         text = load_document(path, data).text
     except (SourceError, OSError):
         return path, None
-    return path, (_facts(data, text, prefilter), info)
-
-
-def _facts(data: bytes, text: str, prefilter: _Prefilter) -> FileFacts:
-    """The facts of a file whose bytes are ``data`` and decoded text ``text``."""
-    return prefilter.facts(data, text)
+    return path, (prefilter.facts(data, text), info)
 
 
 def _facts_of(path: str) -> tuple[str, tuple[FileFacts, os.stat_result] | None]:
