@@ -1,5 +1,5 @@
-"""Node replacements that several fixes need: a new statement on its own line, a tensor wrapped
-in a call.
+"""Node replacements that fixes need: a new statement on its own line, a tensor wrapped in a
+call, an entry added to a dict literal.
 
 A `linter._fix.NodeFix` replaces nodes, never text. To add a line, a fix replaces the node that
 ends the line above (a statement's newline, a comment line, a block's header) with an
@@ -55,6 +55,42 @@ def wrapped_in_call(
 def without_parentheses(expression: cst.BaseExpression) -> cst.BaseExpression:
     """``expression`` without its own parentheses: ``loss / n`` of ``(loss / n)``."""
     return expression.with_changes(lpar=(), rpar=()) if expression.lpar else expression
+
+
+def with_dict_entry(literal: cst.Dict, key: str, value: str, index: ModuleIndex) -> cst.Dict:
+    """``literal`` with ``key: value`` (source text) after its last element, laid out as its
+    elements are, each comment left on the line it was on, to be rendered in the literal's
+    place (its line breaks' indentation written out)."""
+    elements = list(literal.elements)
+    last = elements[-1]
+    # The last element takes the line break of the element before it (the next line starts
+    # where the elements do) and the comment that ended its line (in its comma, or before the
+    # closing brace: libcst's choice); the added one takes the last one's comma, without a
+    # comment. Copying commas whole moved or doubled comments (yolov9's `'git': GIT_INFO,  #
+    # {remote, branch, commit} ...` came back on the line after it).
+    between = elements[-2].comma if len(elements) > 1 else cst.MaybeSentinel.DEFAULT
+    if not isinstance(between, cst.Comma):
+        between = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    closing = literal.rbrace.whitespace_before
+    own = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else None
+    ended = own if isinstance(own, cst.ParenthesizedWhitespace) else closing
+    added = cst.DictElement(
+        cst.parse_expression(key),
+        cst.parse_expression(value),
+        comma=_with_comment_of(last.comma, None),
+    )
+    elements[-1] = last.with_changes(comma=_with_comment_of(between, ended))
+    rbrace = literal.rbrace
+    if ended is closing and isinstance(closing, cst.ParenthesizedWhitespace):
+        rbrace = rbrace.with_changes(
+            whitespace_before=closing.with_changes(
+                first_line=cst.TrailingWhitespace(), empty_lines=()
+            )
+        )
+    replacement = literal.with_changes(elements=[*elements, added], rbrace=rbrace)
+    # Rendered alone, outside its block: its line breaks' indentation is spelled out, so a
+    # multi-line literal keeps its layout.
+    return cst.ensure_type(replacement.visit(_Dedented(_block_indent(literal, index))), cst.Dict)
 
 
 def _statement_line(
@@ -114,3 +150,51 @@ def _source_line(context: ModuleContext, number: int) -> str:
 
 def _leading_whitespace(text: str) -> str:
     return text[: len(text) - len(text.lstrip(" \t"))]
+
+
+def _with_comment_of(
+    comma: cst.Comma | cst.MaybeSentinel, source: cst.BaseParenthesizableWhitespace | None
+) -> cst.Comma | cst.MaybeSentinel:
+    """``comma`` (one that ends its line) with the comment, and the comment lines after it,
+    that end the line of ``source``; with none when ``source`` is None or ends no line."""
+    if not isinstance(comma, cst.Comma) or not isinstance(
+        comma.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        return comma
+    line = cst.TrailingWhitespace()
+    empty: tuple[cst.EmptyLine, ...] = ()
+    if isinstance(source, cst.ParenthesizedWhitespace):
+        line, empty = source.first_line, tuple(source.empty_lines)
+    return comma.with_changes(
+        whitespace_after=comma.whitespace_after.with_changes(first_line=line, empty_lines=empty)
+    )
+
+
+class _Dedented(cst.CSTTransformer):
+    """Line breaks that indent by the enclosing block's indentation, with it written out."""
+
+    def __init__(self, indent: str) -> None:
+        self._indent = indent
+
+    def leave_ParenthesizedWhitespace(
+        self, original_node: cst.ParenthesizedWhitespace, updated_node: cst.ParenthesizedWhitespace
+    ) -> cst.ParenthesizedWhitespace:
+        if not updated_node.indent:
+            return updated_node
+        last = cst.SimpleWhitespace(self._indent + updated_node.last_line.value)
+        return updated_node.with_changes(indent=False, last_line=last)
+
+    def leave_EmptyLine(
+        self, original_node: cst.EmptyLine, updated_node: cst.EmptyLine
+    ) -> cst.EmptyLine:
+        # A comment line between the elements, as a line break's indentation.
+        if not updated_node.indent:
+            return updated_node
+        whitespace = cst.SimpleWhitespace(self._indent + updated_node.whitespace.value)
+        return updated_node.with_changes(indent=False, whitespace=whitespace)
+
+
+def _block_indent(node: cst.CSTNode, index: ModuleIndex) -> str:
+    blocks = [a for a in index.ancestors(node) if isinstance(a, cst.IndentedBlock)]
+    default = index.module.default_indent
+    return "".join(block.indent if block.indent is not None else default for block in blocks)

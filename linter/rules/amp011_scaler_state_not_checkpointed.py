@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
+from linter._fix_edits import with_dict_entry
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._checkpoints import (
     CheckpointWrite,
@@ -471,42 +472,5 @@ def _fix(write: CheckpointWrite, index: ModuleIndex, receivers: ScalerReceivers)
     )
     if len(reachable) != 1:
         return None
-    elements = list(literal.elements)
-    last = elements[-1]
-    comma = elements[-2].comma if len(elements) > 1 else cst.MaybeSentinel.DEFAULT
-    if not isinstance(comma, cst.Comma):
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    added = cst.DictElement(
-        cst.SimpleString('"scaler"'),
-        cst.parse_expression(f"{reachable[0]}.state_dict()"),
-        comma=last.comma,
-    )
-    elements[-1] = last.with_changes(comma=comma)
-    replacement = literal.with_changes(elements=[*elements, added])
-    # The replacement is rendered alone, outside its block: spell its line breaks' indentation
-    # out, so a multi-line literal keeps its layout.
-    replacement = cst.ensure_type(
-        replacement.visit(_Dedented(_block_indent(literal, index))), cst.Dict
-    )
+    replacement = with_dict_entry(literal, '"scaler"', f"{reachable[0]}.state_dict()", index)
     return NodeFix(f'add "scaler": {reachable[0]}.state_dict()', ((literal, replacement),), UNSAFE)
-
-
-class _Dedented(cst.CSTTransformer):
-    """Line breaks that indent by the enclosing block's indentation, with it written out."""
-
-    def __init__(self, indent: str) -> None:
-        self._indent = indent
-
-    def leave_ParenthesizedWhitespace(
-        self, original_node: cst.ParenthesizedWhitespace, updated_node: cst.ParenthesizedWhitespace
-    ) -> cst.ParenthesizedWhitespace:
-        if not updated_node.indent:
-            return updated_node
-        last = cst.SimpleWhitespace(self._indent + updated_node.last_line.value)
-        return updated_node.with_changes(indent=False, last_line=last)
-
-
-def _block_indent(node: cst.CSTNode, index: ModuleIndex) -> str:
-    blocks = [a for a in index.ancestors(node) if isinstance(a, cst.IndentedBlock)]
-    default = index.module.default_indent
-    return "".join(block.indent if block.indent is not None else default for block in blocks)

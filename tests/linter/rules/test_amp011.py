@@ -92,6 +92,68 @@ def test_the_fix_keeps_a_multi_line_literals_layout_inside_a_method() -> None:
     assert fixed(source) == expected
 
 
+def test_the_fix_leaves_each_comment_on_its_own_line() -> None:
+    # yolov9's train_triple.py: the added element copied the comment of the line before the
+    # last one (`'git': GIT_INFO,  # {remote, branch, commit} ...`) onto the last one.
+    source = """\
+    def train(model, optimizer, last, loader):
+        scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(3):
+            for batch in loader:
+                scaler.scale(model(batch)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            ckpt = {'model': model.state_dict(),
+                    'optimizer': optimizer.state_dict(),
+                    'git': GIT_INFO,  # {remote, branch, commit} if a git repo
+                    'date': datetime.now().isoformat()}
+            torch.save(ckpt, last)
+    """
+    expected = textwrap.dedent(source).replace(
+        "'date': datetime.now().isoformat()}",
+        "'date': datetime.now().isoformat(),\n                \"scaler\": scaler.state_dict()}",
+    )
+    assert fixed(source) == expected
+
+
+def test_the_fix_keeps_the_last_elements_comment_on_the_last_element() -> None:
+    source = """\
+    scaler = torch.amp.GradScaler("cuda")
+    torch.save(
+        {
+            "model": model.state_dict(),  # the weights
+            "optimizer": optimizer.state_dict(),  # its moments
+        },
+        path,
+    )
+    """
+    expected = textwrap.dedent(source).replace(
+        '"optimizer": optimizer.state_dict(),  # its moments\n',
+        '"optimizer": optimizer.state_dict(),  # its moments\n'
+        '        "scaler": scaler.state_dict(),\n',
+    )
+    assert fixed(source) == expected
+
+
+def test_the_fix_keeps_comment_lines_between_the_elements_where_they_were() -> None:
+    source = """\
+    def train(model, optimizer, last):
+        scaler = torch.amp.GradScaler("cuda")
+        for epoch in range(3):
+            torch.save({
+                "model": model.state_dict(),
+                # the optimizer, for resuming
+                "optimizer": optimizer.state_dict()  # its moments
+            }, last)
+    """
+    expected = textwrap.dedent(source).replace(
+        '"optimizer": optimizer.state_dict()  # its moments\n',
+        '"optimizer": optimizer.state_dict(),  # its moments\n'
+        '            "scaler": scaler.state_dict()\n',
+    )
+    assert fixed(source) == expected
+
+
 def test_the_fix_uses_a_scaler_parameter_of_the_saving_function() -> None:
     source = """\
     def save(model, optimizer, grad_scaler, path):
