@@ -553,13 +553,23 @@ class Project:
             full = self._deferred[key]
             return full.values if full is not None else ()
         if key not in self._values:
-            if isinstance(self.summaries, Summaries):
-                made = self.summaries.values_only(path, summary, lambda: self._content(path))
-            else:
-                data = self._content(path)
-                made = values_summary(path, data, summary) if data is not None else None
+            made = self._made(path, summary, values_only=True)
             self._values[key] = made.values if made is not None else ()
         return self._values[key]
+
+    def _made(
+        self, path: str, outlined: ModuleSummary, *, values_only: bool = False
+    ) -> ModuleSummary | None:
+        """The full summary of the content ``outlined`` was made from, or (``values_only``) the
+        one holding only its values: through the store when the project has one; None when the
+        file changed since."""
+        if isinstance(self.summaries, Summaries):
+            ask = self.summaries.values_only if values_only else self.summaries.full
+            return ask(path, outlined, lambda: self._content(path))
+        data = self._content(path)
+        if data is None:
+            return None
+        return (values_summary if values_only else full_summary)(path, data, outlined)
 
     def _content(self, path: str) -> bytes | None:
         """A file's content now: an editor's buffer, else the disk; None when unreadable."""
@@ -576,11 +586,7 @@ class Project:
         None when the file changed since (unknown, not guessed)."""
         key = (path, outlined.deferred)
         if key not in self._deferred:
-            if isinstance(self.summaries, Summaries):
-                full = self.summaries.full(path, outlined, lambda: self._content(path))
-            else:
-                data = self._content(path)
-                full = full_summary(path, data, outlined) if data is not None else None
+            full = self._made(path, outlined)
             self._deferred[key] = (
                 _Deferred(
                     {f.qualname: f.reason for f in full.functions},
