@@ -148,7 +148,12 @@ def _holder_names(node: cst.BaseExpression) -> set[str]:
 
 
 def _assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
+    """The name ``node`` is bound to: ``x = node``, or ``x = node if flag else None`` (an arm of
+    a conditional expression binds it as ``if flag: x = node`` does: the common spelling of a
+    switched scaler, ``GradScaler() if args.amp else None``, made no site before)."""
     parent = index.parent.get(node)
+    if isinstance(parent, cst.IfExp) and (node is parent.body or node is parent.orelse):
+        parent = index.parent.get(parent)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
         return dotted_name(parent.targets[0].target)
     return None

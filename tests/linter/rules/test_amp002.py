@@ -725,3 +725,23 @@ def main(data):
         "`fp16=True` applies fp16 to the checkpoint `google/flan-t5-large`, which is a FLAN-T5 "
         "checkpoint pretrained in bfloat16"
     )
+
+
+def test_a_scaler_switched_by_a_conditional_expression_is_reported() -> None:
+    source = """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+
+    def train(loader, cfg):
+        model = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.bfloat16)
+        optimizer = torch.optim.AdamW(model.parameters())
+        scaler = torch.amp.GradScaler("cuda") if cfg.amp else None
+        for batch in loader:
+            loss = model(**batch).loss
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+    """
+    assert lines(source) == [8]

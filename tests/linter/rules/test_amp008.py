@@ -65,6 +65,38 @@ def test_fp16_model_spellings_are_reported_at_the_cast_or_load(setup: str) -> No
 
 
 @pytest.mark.parametrize(
+    "scaler",
+    [
+        'scaler = torch.amp.GradScaler("cuda") if cfg.fp16 else None',
+        'scaler = None if not cfg.fp16 else torch.amp.GradScaler("cuda")',
+        'if cfg.fp16:\n            scaler = torch.amp.GradScaler("cuda")',
+    ],
+)
+def test_a_scaler_switched_by_a_conditional_expression_counts_as_one_switched_by_an_if(
+    scaler: str,
+) -> None:
+    # `GradScaler() if args.amp else None` is how most scripts switch the scaler; it made no
+    # site before, where the same scaler under `if args.amp:` did.
+    source = f"""\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+
+    def train(loader, cfg):
+        model = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.float16)
+        optimizer = torch.optim.AdamW(model.parameters())
+        {scaler}
+        for batch in loader:
+            loss = model(**batch).loss
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+    """
+    assert lines(source) == [6]
+
+
+@pytest.mark.parametrize(
     "setup",
     [
         "model = Net().cuda()",
