@@ -119,7 +119,8 @@ def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecor
             autocasts = autocasts or ModuleAutocasts(index, aliases)
             record = _autocast(holder, assign.value, 0, autocasts, aliases)
         # The line only for a record: a module's line map is most of the time of a summary
-        # of values alone when it has none (2.4 of 3.8 CPU s beside the parse on the sample).
+        # of values alone when it has none (2.4 of 3.8 profiled CPU s beside the parse on the
+        # sample).
         if record is not None and isinstance(assign.value, cst.Call):
             record = replace(record, line=context.line_and_column(assign.value)[0])
         # A holder bound twice to different things holds neither for certain.

@@ -198,9 +198,10 @@ def full_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSumma
 def values_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSummary | None:
     """A summary of the file an outline stands for that holds only its AMP values, exactly the
     full summary's (`full_summary`, None as there): a question about values needs no per-step
-    reason, and those were most of a full summary's time (a 3,800-line trainer: 1.2 of 1.6 s
-    beside its parse). In a cold run of the 55-repository sample, 54 of the 108 full summaries
-    were made for values alone and took 10.1 of their 13.6 CPU s."""
+    reason, and summarising the rest is most of a full summary's time (a 3,800-line trainer:
+    1.2 s besides its 0.4 s parse, half of it the per-step reasons). In a cold run of the
+    55-repository sample, 54 of the 108 full summaries were made for values alone and took 10.1
+    of their 13.6 CPU s; made alone, those take 6.0 s."""
     return _from_parse(
         path,
         data,
