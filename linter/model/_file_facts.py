@@ -46,7 +46,7 @@ class FileFacts:
     summary_key: str | None = None
     summary_digest: str | None = None
     #: Whether it mentions a trigger word of a rule the run knows but did not select: the
-    #: project summarises it all the same (see `linter.api._AnyRuleWants`).
+    #: project summarises it all the same (see `linter.api._prefilters`).
     seeds: bool = False
 
     @classmethod

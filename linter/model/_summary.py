@@ -253,8 +253,9 @@ _RECORD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {
 def _plain_field(value: Any) -> Any:
     """A summary field as JSON data: what `dataclasses.asdict` gives, without its deep copies
     and recursion (serialising the sample's 3,246 summaries with it, in the main process, was
-    about 14 s of a cold run's 100; a recursive walk of every value, 2 CPU s in the workers).
-    Records hold no records, and `json` writes their tuples of text as it writes lists."""
+    about 14 s of a cold run's 100; a recursive walk of every value took 0.86 s where this
+    takes 0.70 s for 1,500 of them, with the same text). Records hold no records, and `json`
+    writes their tuples of text as it writes lists."""
     if not isinstance(value, tuple) or not value:
         return value
     names = _RECORD_FIELDS.get(type(value[0]))
