@@ -703,11 +703,27 @@ class Bf16Origins:
                     position < limit
                     and node not in enclosing
                     and not self._paths.exclusive(node, at)
+                    and not self._adapters_on_some_runs(node, enclosing)
                 ):
                     found, seen = origin, True
             if seen:
                 return found
         return None
+
+    def _adapters_on_some_runs(self, node: cst.CSTNode, enclosing: set[cst.CSTNode]) -> bool:
+        """``node`` wraps the fp16 model in peft adapters in an ``if`` arm that does not hold
+        the site (``if train_config.use_peft: model = get_peft_model(model, ...)``): the runs
+        that skip it train the fp16 model itself, so the origin before it still reaches the
+        site (`Fp32Trainables.switched_off` says which runs, or keeps the site quiet)."""
+        if self.target != FP16 or not isinstance(node, cst.Assign):
+            return False
+        value = node.value
+        name = dotted_name(value.func) if isinstance(value, cst.Call) else None
+        if name is None or not (
+            last_part(name) in TRAINS_ADAPTERS_ONLY or name == "PeftModel.from_pretrained"
+        ):
+            return False
+        return any(arm not in enclosing for _statement, arm in self._paths.arms(node))
 
     def _attribute_origin(
         self,

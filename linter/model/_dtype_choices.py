@@ -80,11 +80,13 @@ class DtypeChoices:
 
     def __init__(
         self,
+        index: ModuleIndex,
         aliases: ImportAliases,
         constants: ModuleConstants,
         settings: DeclaredSettings,
         facts: Facts,
     ) -> None:
+        self._index = index
         self._aliases = aliases
         self._constants = constants
         self._settings = settings
@@ -106,6 +108,8 @@ class DtypeChoices:
         bound = self._constants.bound_value(node) if isinstance(node, cst.Name) else None
         if bound is not None:
             return self._dtypes(bound, evaluated, depth + 1)
+        if isinstance(node, cst.Name):
+            return self._branches(node, evaluated, depth)
         if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Dict):
             return self._table(node, node.value, evaluated, depth)
         if isinstance(node, cst.IfExp):
@@ -121,6 +125,47 @@ class DtypeChoices:
             for key in keys
             if (dtype := dtype_named(key.value)) is not None
         ]
+
+    def _branches(
+        self, node: cst.Name, evaluated: list[cst.CSTNode], depth: int
+    ) -> list[DtypeChoice]:
+        """``weight_dtype = torch.float32``, then ``if accelerator.mixed_precision == "fp16":
+        weight_dtype = torch.float16`` / ``elif ... == "bf16": weight_dtype = torch.bfloat16``
+        (diffusers' training scripts): the chain of conditionals written as statements. Only
+        that shape: one binding outside any ``if`` (the default), the others alone in the arms
+        of ``==`` tests of one setting, all before ``node``."""
+        index = self._index
+        function = index.enclosing_function(node)
+        default: str | None = None
+        arms: dict[str, str] = {}
+        subject: cst.BaseExpression | None = None
+        for assign in index.nodes(cst.Assign):
+            if index.enclosing_function(assign) is not function or not any(
+                dotted_name(target.target) == node.value for target in assign.targets
+            ):
+                continue
+            dtype = literal_dtype(assign.value, self._aliases)
+            if dtype is None or index.order.get(assign, 0) > _rank(index, node):
+                return []
+            block = index.parent.get(index.parent.get(assign))  # type: ignore[arg-type]  # None has no parent
+            owner = index.parent.get(block) if block is not None else None
+            if isinstance(owner, cst.If) and block is owner.body:
+                compared = _compared(owner.test)
+                if compared is None or compared[1] in arms:
+                    return []
+                if subject is not None and not compared[0].deep_equals(subject):
+                    return []
+                subject, arms[compared[1]] = compared[0], dtype
+            elif owner is function or isinstance(owner, cst.Module):
+                if default is not None:
+                    return []
+                default = dtype
+            else:
+                return []
+        if default is None or subject is None:
+            return []
+        keys = self._keys(subject, evaluated, depth + 1)
+        return [DtypeChoice(arms.get(key.value, default), key.when, key.facts) for key in keys]
 
     def _table(
         self,
@@ -253,6 +298,26 @@ class DtypeChoices:
         ]
 
 
+def _rank(index: ModuleIndex, node: cst.CSTNode) -> float:
+    """The source rank of ``node``, or of its nearest ancestor that the index ranks."""
+    for candidate in (node, *index.ancestors(node)):
+        if candidate in index.order:
+            return index.order[candidate]
+    return len(index.order)
+
+
+def _compared(test: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:
+    """``(X, "fp16")`` of the test ``X == "fp16"``."""
+    if not (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+    ):
+        return None
+    compared = string_value(test.comparisons[0].comparator)
+    return None if compared is None else (test.left, compared)
+
+
 def _string_table(table: cst.Dict) -> dict[str, cst.BaseExpression] | None:
     """A dict literal keyed by strings, as key -> value expression; None for any other key."""
     entries: dict[str, cst.BaseExpression] = {}
@@ -271,7 +336,7 @@ def dtype_choices(index: ModuleIndex) -> DtypeChoices:
         aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
         settings = DeclaredSettings(index)
         constants = ModuleConstants(index, settings)
-        return DtypeChoices(aliases, constants, settings, path_facts(index).facts)
+        return DtypeChoices(index, aliases, constants, settings, path_facts(index).facts)
 
     return index.shared(DtypeChoices, build)
 

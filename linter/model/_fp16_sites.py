@@ -88,6 +88,13 @@ _BF16_ORIGIN_TEXT = re.compile(r"from_pretrained|\.bfloat16\s*\(|Trainer\b")
 _CAST_TEXT = re.compile(r"\.to\s*\(")
 
 
+def _unscales_fp16(call: cst.Call) -> bool:
+    """A ``ShardedGradScaler`` (FSDP's, fairscale's): its ``unscale_`` passes
+    ``allow_fp16=True`` (torch's ``sharded_grad_scaler.py``), so fp16 gradients do not raise."""
+    name = dotted_name(call.func)
+    return name is not None and last_part(name) == "ShardedGradScaler"
+
+
 def may_hold_a_finding(source: str) -> bool:
     """Cheap text test that skips the walk for files that cannot hold a finding."""
     # Cheapest first: the case-blind fp16 pattern costs most (2 of a tree's 11 s of planning).
@@ -384,6 +391,8 @@ class Fp16Sites:
         for call in self.calls:
             if not receivers.is_constructor_call(call):
                 continue
+            if self.origins.target == FP16 and _unscales_fp16(call):
+                continue  # AMP008's error is `unscale_` refusing fp16 gradients
             scaler = _assigned_name(self.index, call)
             enabled = self._enabled(call)
             requires: frozenset[Fact] = frozenset()
@@ -447,6 +456,42 @@ class Fp16Sites:
                         return (*found, through)
         return None
 
+    def _accelerator_calls(
+        self, accelerator: cst.Call, bound: str | None, methods: tuple[str, ...]
+    ) -> Iterator[cst.Call]:
+        """Calls of ``methods`` on the Accelerator that ``accelerator`` creates."""
+        for call in self.calls:
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in methods
+                and _is_receiver(self.index, func.value, accelerator, bound)
+            ):
+                yield call
+
+    def _cast_after_prepare(
+        self, accelerator: cst.Call, bound: str | None, prepares: list[cst.Call]
+    ) -> tuple[tuple[str, Bf16Origin] | None, tuple[tuple[cst.CSTNode, str], ...]]:
+        """A model cast after ``accelerator.prepare(model, ...)`` and trained after the cast
+        (diffusers' ``train_autoencoderkl.py`` casts the VAE it trains to ``weight_dtype``
+        after ``prepare``): the model as the training step finds it, at the first
+        ``accelerator.backward``/``clip_grad_*`` that the prepare may precede."""
+        trained = ("backward", "clip_grad_norm_", "clip_grad_value_")
+        for step in self._accelerator_calls(accelerator, bound, trained):
+            for prepare in prepares:
+                if self.index.enclosing_function(prepare) is not self.index.enclosing_function(
+                    step
+                ) or not self.paths.may_precede(prepare, step):
+                    continue
+                for arg in prepare.args:
+                    found = self.model_in(arg.value, step)
+                    if found is not None and not self.paths.exclusive(found[1].node, prepare):
+                        return found, (
+                            (prepare, "prepared for fp16 loss scaling here"),
+                            (step, "trained here, after the cast"),
+                        )
+        return None, ()
+
     def _handed_to_scalers(self) -> Iterator[Fp16Site]:
         """(fp16 models only: AMP008 reports at the cast, in this module.) A function of another
         module that this module hands an optimizer over a model, and that steps it through a
@@ -470,10 +515,14 @@ class Fp16Sites:
         nodes = descendants(function)
         receivers = scaler_receivers(self.index)
         for scaler_call in nodes:
-            if not receivers.is_constructor_call(scaler_call):
+            if not isinstance(scaler_call, cst.Call) or not receivers.is_constructor_call(
+                scaler_call
+            ):
+                continue
+            if _unscales_fp16(scaler_call):
                 continue
             scaler = _assigned_name(self.index, scaler_call)
-            enabled = self._enabled(scaler_call)  # type: ignore[arg-type]  # a constructor call
+            enabled = self._enabled(scaler_call)
             if scaler is None or enabled is None or enabled.facts:
                 continue
             for step in nodes:
@@ -680,17 +729,14 @@ class Fp16Sites:
             bound = _assigned_name(self.index, call)
             found: tuple[str, Bf16Origin] | None = None
             through: tuple[tuple[cst.CSTNode, str], ...] = ()
-            for prepare in self.calls:
-                func = prepare.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and func.attr.value == "prepare"
-                    and _is_receiver(self.index, func.value, call, bound)
-                ):
-                    for arg in prepare.args:
-                        if found is None:
-                            found = self.model_in(arg.value, prepare)
-                            through = ((prepare, "prepared for fp16 loss scaling here"),)
+            prepares = list(self._accelerator_calls(call, bound, ("prepare",)))
+            for prepare in prepares:
+                for arg in prepare.args:
+                    if found is None:
+                        found = self.model_in(arg.value, prepare)
+                        through = ((prepare, "prepared for fp16 loss scaling here"),)
+            if found is None:
+                found, through = self._cast_after_prepare(call, bound, prepares)
             if found is not None:
                 what = (
                     f"`mixed_precision={self.context.module.code_for_node(precision.value)}`"

@@ -31,7 +31,7 @@ import libcst as cst
 from linter.model._bf16_origins import FP32, Bf16Origins, keyword
 from linter.model._dotted_names import dotted_name, last_part
 from linter.model._module_index import ModuleIndex
-from linter.model._path_facts import PathFacts
+from linter.model._path_facts import Fact, PathFacts
 from linter.model._tree import children
 
 #: The name of a call that applies adapters (peft, LoRA, diffusers' adapter API) to the model
@@ -40,6 +40,14 @@ ADAPTER_CALL = re.compile(
     r"lora|peft|adapter|cast_training_params|kbit_training",
     re.IGNORECASE,
 )
+#: A plain switch: a dotted name (``args.quantization``, ``use_8bit``), not a call.
+_FLAG = re.compile(r"(?:\w+\.)*\w+")
+#: A plain adapter switch: a dotted name whose last part names adapters (``use_peft``, ``lora``).
+_ADAPTER_SWITCH = re.compile(r"(?:\w+\.)*\w*(?:lora|peft|adapter)\w*", re.IGNORECASE)
+
+#: ``PeftModel.from_pretrained(model, adapter_path)``: trained adapters loaded onto the model.
+_PEFT_LOAD = re.compile(r"(?:\w+\.)*Peft\w*\.from_pretrained")
+
 #: Adapter configurations name no model: ``LoraConfig(r=8)`` applies nothing by itself.
 _CONFIG_SUFFIX = "config"
 
@@ -72,30 +80,141 @@ class Fp32Trainables:
         self._index = index
         self._origins = origins
         self._paths = paths
-        #: Model roots adapters are applied to (see `_root`): they may train fp32 adapters.
-        self._adapted: set[str] = set()
+        #: Model roots adapters are applied to (see `_root`) -> the calls that apply them.
+        self._adapters: dict[str, list[cst.Call]] = {}
         #: Model roots (see `_root`) cast back to fp32, in whole or in part -> the casts.
         self._upcast: dict[str, list[cst.CSTNode]] = {}
-        #: Model roots frozen as a whole.
-        self._frozen: set[str] = set()
+        #: Model roots -> what is frozen of them (``vae``, ``vae.encoder``; ``self.`` left out):
+        #: freezing a part leaves the rest trained, unless that part is all that was cast.
+        self._frozen: dict[str, list[str]] = {}
+        #: Model roots some part of which is switched back on (``requires_grad_(True)``) -> those
+        #: calls: a model frozen in one place and trained in another (a GAN's discriminator,
+        #: toggled every step; diffusers' Sana trainer) is trained, where a run can reach both.
+        self._trained: dict[str, list[cst.Call]] = {}
         #: Some ``x.data = <fp32 copy>`` that cannot be pinned on one model.
         self.upcasts_parameter_data = False
         self._collect()
 
-    def why_fp32(self, model: str, origin_node: cst.CSTNode) -> str | None:
-        """A reason the parameters ``model``'s optimizer steps may be fp32, or None."""
+    def why_fp32(
+        self, model: str, origin_node: cst.CSTNode, facts: frozenset[Fact] = frozenset()
+    ) -> str | None:
+        """A reason the parameters ``model``'s optimizer steps may be fp32, or None (``facts``:
+        what holds where the origin makes the model fp16, besides its branch conditions).
+        Adapters or a quantized load that a switch turns on for some runs only are no reason:
+        `switched_off` names the runs left."""
         if self.upcasts_parameter_data:
             return "the file upcasts parameter data to fp32"
         root = _root(model)
-        if root in self._adapted:
+        if root in self._adapters and self._adapter_switch(root, origin_node, facts) is None:
             return f"adapters are applied to `{root}`"
         if any(self._may_follow(origin_node, cast) for cast in self._upcast.get(root, ())):
             return f"`{root}` (or part of it) is cast back to fp32"
-        if root in self._frozen:
+        if self._freezes(root, origin_node) and all(
+            self._paths.exclusive(origin_node, call) for call in self._trained.get(root, ())
+        ):
             return f"`{root}` is frozen"
-        load = self._index.parent.get(origin_node)
-        if isinstance(load, cst.Call) and any(keyword(load, k) for k in QUANTIZED_LOAD_KEYWORDS):
+        quantized = self._quantization(origin_node)
+        if quantized is not None and self._quantization_switch(quantized, facts) is None:
             return "the load is quantized"
+        return None
+
+    def _freezes(self, root: str, origin_node: cst.CSTNode) -> bool:
+        """Some freeze of ``root`` covers what the origin made fp16: the whole model, or the
+        part cast (``model[0].half()`` then ``model[0].requires_grad_(False)``)."""
+        part = root
+        if isinstance(origin_node, cst.Call) and isinstance(origin_node.func, cst.Attribute):
+            part = self._text(origin_node.func.value)
+        return any(
+            frozen == root or part == frozen or part.startswith((f"{frozen}.", f"{frozen}["))
+            for frozen in self._frozen.get(root, ())
+        )
+
+    def _text(self, node: cst.BaseExpression) -> str:
+        return _root_text(self._index.module.code_for_node(node))
+
+    def switched_off(
+        self, model: str, origin_node: cst.CSTNode, facts: frozenset[Fact] = frozenset()
+    ) -> tuple[Fact, ...]:
+        """The switches that must be off on the runs that train ``model`` in fp16, when
+        `why_fp32` finds no reason: an adapter switch, a quantization switch.
+
+        llama-recipes' ``finetuning.py`` loads the model in fp16 when ``use_fp16`` is set,
+        quantized only when ``quantization`` is, and applies peft only ``if
+        train_config.use_peft:`` (both off by default): the runs without them train the fp16
+        weights through the GradScaler, whose first ``unscale_`` raises.
+        """
+        found = []
+        root = _root(model)
+        if root in self._adapters:
+            found.append(self._adapter_switch(root, origin_node, facts))
+        quantized = self._quantization(origin_node)
+        if quantized is not None:
+            found.append(self._quantization_switch(quantized, facts))
+        return tuple(fact for fact in found if fact is not None)
+
+    def _adapter_switch(
+        self, root: str, origin_node: cst.CSTNode, facts: frozenset[Fact]
+    ) -> Fact | None:
+        """A plain adapter switch (``use_peft``, ``args.lora``) that guards every adapter call
+        of ``root``, in the function that made it fp16, and not the cast itself; else None."""
+        calls = self._adapters[root]
+        function = self._index.enclosing_function(origin_node)
+        if any(self._index.enclosing_function(call) is not function for call in calls):
+            return None
+        return self._switch(calls, origin_node, facts, _ADAPTER_SWITCH)
+
+    def _quantization(self, origin_node: cst.CSTNode) -> tuple[cst.Call, cst.Arg] | None:
+        """The load of ``origin_node`` and its quantization argument, unless that is a literal
+        ``None``/``False`` (``quantization_config=None`` quantizes nothing)."""
+        load = self._index.parent.get(origin_node)
+        if not isinstance(load, cst.Call):
+            return None
+        for name in QUANTIZED_LOAD_KEYWORDS:
+            found = keyword(load, name)
+            if found is not None and not _is_none_or_false(found.value):
+                return load, found
+        return None
+
+    def _quantization_switch(
+        self, quantized: tuple[cst.Call, cst.Arg], facts: frozenset[Fact]
+    ) -> Fact | None:
+        """``quantization_config=bnb_config`` where ``bnb_config = None`` and is set only
+        ``if train_config.quantization:``: that switch; else None (quantized on every run)."""
+        load, argument = quantized
+        value = argument.value
+        if not isinstance(value, cst.Name):
+            return None
+        function = self._index.enclosing_function(load)
+        bindings = [
+            assign
+            for assign in self._index.nodes(cst.Assign)
+            if self._index.enclosing_function(assign) is function
+            and any(dotted_name(t.target) == value.value for t in assign.targets)
+        ]
+        unset = [b for b in bindings if _is_none_or_false(b.value)]
+        setters = [b for b in bindings if not _is_none_or_false(b.value)]
+        if not unset or not setters or any(self._paths.conditions(b) for b in unset):
+            return None
+        return self._switch(setters, load, facts, _FLAG)
+
+    def _switch(
+        self,
+        nodes: list[cst.Call] | list[cst.Assign],
+        origin_node: cst.CSTNode,
+        facts: frozenset[Fact],
+        names: re.Pattern[str],
+    ) -> Fact | None:
+        """A flag (``names``) that is true on every path to each of ``nodes`` and is not known
+        to hold where the model becomes fp16."""
+        common: frozenset[Fact] | None = None
+        for node in nodes:
+            guards = self._paths.conditions(node)
+            common = guards if common is None else common & guards
+        at_origin = self._paths.conditions(origin_node) | facts
+        for fact in sorted(common or (), key=lambda fact: fact.subject):
+            plain = fact.relation == "is" and fact.value is True
+            if plain and fact not in at_origin and names.fullmatch(fact.subject) is not None:
+                return fact
         return None
 
     def _may_follow(self, origin: cst.CSTNode, cast: cst.CSTNode) -> bool:
@@ -136,7 +255,8 @@ class Fp32Trainables:
 
     def _collect(self) -> None:
         for call in self._index.nodes(cst.Call):
-            self._adapted |= self._adapted_roots(call)
+            for root in self._adapted_roots(call):
+                self._adapters.setdefault(root, []).append(call)
             func = call.func
             if not isinstance(func, cst.Attribute):
                 continue
@@ -146,8 +266,11 @@ class Fp32Trainables:
                 method == "float" or (method == "to" and self._origins.cast_dtype(call) == FP32)
             ):
                 self._upcast.setdefault(receiver, []).append(call)
-            elif receiver is not None and method == "requires_grad_" and _turns_off(call):
-                self._frozen.add(receiver)
+            elif receiver is not None and method == "requires_grad_":
+                if not call.args or _is_true(call.args[0].value):
+                    self._trained.setdefault(receiver, []).append(call)
+                elif _turns_off(call):
+                    self._frozen.setdefault(receiver, []).append(self._text(func.value))
         for assign in self._index.nodes(cst.Assign):
             for target in assign.targets:
                 name = dotted_name(target.target)
@@ -158,7 +281,7 @@ class Fp32Trainables:
                 elif name.endswith(".requires_grad") and _is_false(assign.value):
                     model = self._model_iterated_for(assign)
                     if model is not None:
-                        self._frozen.add(_root(model))
+                        self._frozen.setdefault(_root(model), []).append(_root_text(model))
 
     def _adapted_roots(self, call: cst.Call) -> set[str]:
         """The models an adapter call applies to: its receiver and its arguments
@@ -170,7 +293,9 @@ class Fp32Trainables:
         if name is None:
             return set()
         last = last_part(name).lower()
-        applies = ADAPTER_CALL.search(last) is not None and not last.endswith(_CONFIG_SUFFIX)
+        applies = (
+            ADAPTER_CALL.search(last) is not None and not last.endswith(_CONFIG_SUFFIX)
+        ) or _PEFT_LOAD.fullmatch(name) is not None
         # A trainer handed the adapters: `SFTTrainer(model=model, peft_config=lora_config)`.
         handed = any(
             arg.keyword is not None
@@ -205,6 +330,19 @@ class Fp32Trainables:
                     return dotted_name(iterable.func.value)
                 return None
         return None
+
+
+def _root_text(text: str) -> str:
+    """A receiver's text without ``self.`` (what `_root` compares)."""
+    return text.strip().removeprefix("self.")
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _is_none_or_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value in ("None", "False")
 
 
 def _is_false(node: cst.BaseExpression) -> bool:

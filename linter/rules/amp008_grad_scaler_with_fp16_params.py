@@ -13,6 +13,7 @@ from linter.model._dotted_names import dotted_name, last_part
 from linter.model._fp16_sites import TRAINING_ARGUMENTS, Fp16Site, Fp16Sites
 from linter.model._fp32_trainables import Fp32Trainables
 from linter.model._module_index import ModuleIndex, descendants
+from linter.model._path_facts import Fact
 
 #: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")
@@ -55,18 +56,28 @@ class GradScalerWithFp16Params(Rule):
     Trainer or the optimizer), a model a same-module helper returns, and an optimizer over it
     handed to a training function of another module that builds a GradScaler and steps it
     (`train(model, loader, optimizer)` with `scaler.step(optimizer)` in `train_utils.py`).
+    Under an Accelerator, a model cast after `accelerator.prepare(model, ...)` and trained
+    after the cast counts (diffusers' scripts cast to `weight_dtype` after `prepare`).
 
     Not reported — the optimizer steps fp32 parameters, or no GradScaler touches fp16 ones:
 
     - adapter training: peft/LoRA applied to that model (`get_peft_model(model, ...)`,
-      `prepare_model_for_kbit_training(model)`, `unet.add_adapter(...)`; peft upcasts adapters
-      to fp32), a 4/8-bit load. An `import peft` or a `LoraConfig` that is never applied to the
-      model, or is applied to another one, does not count;
+      `PeftModel.from_pretrained(model, ...)`, `prepare_model_for_kbit_training(model)`,
+      `unet.add_adapter(...)`; peft upcasts adapters to fp32), a 4/8-bit load. An
+      `import peft` or a `LoraConfig` that is never applied to the model, or is applied to
+      another one, does not count, nor does `quantization_config=None`. Adapters applied only
+      under a switch of their own (`if train_config.use_peft:`, off by default in
+      llama-recipes) or a quantization config set only under one (`bnb_config = None`, then
+      `if train_config.quantization: bnb_config = ...`) leave the other runs reported, the
+      switch named: "when ... and `train_config.use_peft` is false, ...";
     - trainable parameters cast back: `cast_training_params(model, dtype=torch.float32)`,
       `p.data = p.data.float()`, `model.head.float()`, `model.to(torch.float32)`;
     - fp32 master weights: an optimizer over `[p.detach().clone().float() for p in ...]`;
     - a frozen fp16 model (`requires_grad_(False)`, a teacher, a VAE, a text encoder) or one
-      no optimizer trains;
+      no optimizer trains; a frozen part is all that is frozen (`vae.encoder` leaves the
+      decoder trained), and a model some part of which is switched back on
+      (`requires_grad_(True)`) on a run that also casts it is trained;
+    - a `ShardedGradScaler` (FSDP's, fairscale's): its `unscale_` accepts fp16 gradients;
     - `TrainingArguments(fp16=True, deepspeed=...)` with a config that may be set (a path, a
       dict, a flag): the Trainer then builds no GradScaler, and DeepSpeed's fp16 engine keeps
       fp32 master weights;
@@ -76,7 +87,8 @@ class GradScalerWithFp16Params(Rule):
     - a cast in a branch exclusive with the scaler (`if args.fp16: ... else: ...`), a cast after
       training (`model.half()` to export or evaluate), a cast in another method that is not the
       setup (`__init__`, `setup`, `configure_optimizers`, a builder that returns the model);
-    - `.half()` on tensors and inputs, a dtype chosen at runtime.
+    - `.half()` on tensors and inputs, a dtype chosen at runtime that no declared flag
+      decides.
 
     A switch that only some runs turn on is reported with the condition first: a
     `--mixed_precision` flag with `"fp16"` among its `choices` ("when run with
@@ -89,7 +101,9 @@ class GradScalerWithFp16Params(Rule):
     `if cfg.use_fp16: model.half()` is: reported beside a scaler on for those runs, quiet beside
     one only the other runs build.
     A cast to a dtype a flag picks — `model.to(dtype=ptdtype)` with nanoGPT's
-    `ptdtype = {...}[args.dtype]`, a conditional on the flag, the flag itself — is an fp16 cast
+    `ptdtype = {...}[args.dtype]`, a conditional on the flag, the flag itself, diffusers'
+    `weight_dtype = torch.float32` then `if accelerator.mixed_precision == "fp16":
+    weight_dtype = torch.float16` — is an fp16 cast
     on every run when the flag's `default` is fp16, and on the runs that ask for it when fp16 is
     only among its `choices` ("when run with --dtype float16, ..."); a scaler enabled by the
     same flag (`enabled=(args.dtype == "float16")`) is on exactly on those runs.
@@ -447,7 +461,12 @@ for batch in loader:
                 continue
             reported.add(origin)
             related = ((site.node, f"{site.what} is created here"), *site.through)
-            yield Finding(origin, _message(context, site), related=related)
+            off = (
+                ()
+                if site.model is None
+                else trainables.switched_off(site.model, origin, site.origin.facts)
+            )
+            yield Finding(origin, _message(context, site, off), related=related)
 
     @staticmethod
     def _trains_fp16(analysis: Fp16Sites, trainables: Fp32Trainables, site: Fp16Site) -> bool:
@@ -456,7 +475,8 @@ for batch in loader:
         if not site.requires <= analysis.paths.conditions(origin) | site.origin.facts:
             return False  # a runtime flag enables the scaler; the cast does not hang on it
         # Only a bf16 checkpoint name gives a None model, and this rule tracks fp16 origins.
-        if site.model is not None and trainables.why_fp32(site.model, origin) is not None:
+        facts = site.origin.facts
+        if site.model is not None and trainables.why_fp32(site.model, origin, facts) is not None:
             return False
         index = analysis.index
         if _deepspeed_trainer(index, site.node):
@@ -524,12 +544,16 @@ _FIX = {
 }
 
 
-def _message(context: ModuleContext, site: Fp16Site) -> str:
+def _message(context: ModuleContext, site: Fp16Site, off: tuple[Fact, ...]) -> str:
     origin = site.origin
     line = context.position(site.node).start.line
     model = f"`{site.model}`" if site.model != "the model" else "the model"
     # A flag that picks the cast dtype says which runs more plainly than the scaler's switch.
     condition = origin.when or site.when
+    # The runs without adapters or quantization (`Fp32Trainables.switched_off`).
+    for fact in off:
+        without = f"`{fact.subject}` is false"
+        condition = f"{condition} and {without}" if condition else f"when {without}"
     when = f"{condition}, " if condition is not None else ""
     scaler = (
         "a GradScaler" if site.what.startswith("GradScaler") else f"the GradScaler of {site.what}"

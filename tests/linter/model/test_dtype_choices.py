@@ -126,3 +126,47 @@ def test_runs_choosing_needs_one_run_that_gives_every_call_the_dtype() -> None:
     assert runs_choosing(index, [a, b], "bf16") is None  # two flags, two conditions
     assert runs_choosing(index, [a, c], "bf16") is None  # one unknown
     assert runs_choosing(index, [], "bf16") == (None, ())
+
+
+_BRANCHES = (
+    "import torch\n"
+    + FLAG.format(default="bf16")
+    + "ptdtype = torch.float32\n"
+    + 'if args.dtype == "fp16":\n'
+    + "    ptdtype = torch.float16\n"
+    + 'elif args.dtype == "bf16":\n'
+    + "    ptdtype = torch.bfloat16\n"
+    + "{extra}use(ptdtype)\n"
+)
+
+
+def test_a_dtype_bound_by_if_statements_on_the_flag_is_the_same_chain_of_choices() -> None:
+    # diffusers' `weight_dtype`: a default, then one binding per `==` test of one setting.
+    assert _runs(_options(_BRANCHES.format(extra=""))) == [
+        ("bf16", None),
+        ("fp16", "when run with --dtype fp16"),
+        ("fp32", "when run with --dtype fp32"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "ptdtype = torch.float16\n",  # a second binding outside the chain
+        "if other == 'x':\n    ptdtype = torch.float16\n",  # an arm that tests something else
+        "if args.dtype:\n    ptdtype = torch.float16\n",  # not an `==` test
+        "if args.dtype == 'fp16':\n    ptdtype = torch.float16\n",  # a key bound twice
+        "if args.dtype == 'fp32':\n    ptdtype = compute_dtype()\n",  # not a literal dtype
+    ],
+    ids=["rebound", "other-subject", "truthiness", "repeated-key", "not-a-literal"],
+)
+def test_any_other_shape_of_if_statement_bindings_stays_unknown(extra: str) -> None:
+    assert _options(_BRANCHES.format(extra=extra)) is None
+
+
+def test_a_binding_after_the_use_is_not_a_choice_of_it() -> None:
+    source = _BRANCHES.format(extra="") + 'if args.dtype == "fp32":\n    ptdtype = torch.half\n'
+    index = _index(source)
+    use = next(c for c in index.nodes(cst.Call) if dotted_name(c.func) == "use")
+    options = dtype_choices(index).of(use.args[0].value)
+    assert options is None

@@ -659,3 +659,207 @@ def test_a_peft_import_or_config_not_applied_to_the_model_does_not_silence(
 def test_an_adapter_applied_to_the_model_silences(adapt: str) -> None:
     source = _FP16_TRAINING.format(imports="from peft import *", adapt=adapt, model="encoder")
     assert lines(source) == []
+
+
+# -- adapters, quantization and freezing that only some runs apply --------------------------
+
+_SWITCHED = """
+import torch
+from peft import get_peft_model
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+
+def main(cfg, loader):
+    {quantize}
+    model = AutoModelForCausalLM.from_pretrained(
+        cfg.model_name,
+        {quantization}
+        torch_dtype=torch.float16 if cfg.use_fp16 else torch.bfloat16,
+    )
+    {adapt}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = {scaler} if cfg.use_fp16 else None
+    for batch in loader:
+        with torch.autocast("cuda"):
+            loss = model(**batch).loss
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+"""
+
+
+def _switched(
+    adapt: str = "",
+    quantize: str = "",
+    quantization: str = "",
+    scaler: str = 'torch.amp.GradScaler("cuda")',
+) -> str:
+    return _SWITCHED.format(
+        adapt=adapt, quantize=quantize, quantization=quantization, scaler=scaler
+    )
+
+
+def test_peft_under_its_own_switch_leaves_the_runs_without_it_reported() -> None:
+    # llama-recipes' finetuning.py: `use_peft` is off by default, and those runs raise.
+    adapt = "if cfg.use_peft:\n        model = get_peft_model(model, peft_config)"
+    [(line, _col, message)] = findings(_switched(adapt=adapt))
+    assert line == 12
+    assert message.startswith(
+        "when `cfg.use_fp16` is true and `cfg.use_peft` is false, `model` is loaded as float16"
+    )
+
+
+@pytest.mark.parametrize(
+    "adapt",
+    [
+        "model = get_peft_model(model, peft_config)",
+        "if peft_config is not None:\n        model = get_peft_model(model, peft_config)",
+        "if cfg.use_fp16:\n        model = get_peft_model(model, peft_config)",
+        "if cfg.use_peft:\n        model = PeftModel.from_pretrained(model, cfg.adapter)\n"
+        "    else:\n        model = get_peft_model(model, peft_config)",
+    ],
+    ids=["every-run", "not-a-plain-switch", "the-cast-s-own-switch", "both-arms-adapt"],
+)
+def test_peft_that_every_fp16_run_applies_keeps_the_rule_silent(adapt: str) -> None:
+    assert lines(_switched(adapt=adapt)) == []
+
+
+def test_a_quantized_load_under_its_own_switch_leaves_the_other_runs_reported() -> None:
+    quantize = (
+        "bnb_config = None\n    if cfg.quantization:\n"
+        "        bnb_config = BitsAndBytesConfig(load_in_8bit=True)"
+    )
+    source = _switched(quantize=quantize, quantization="quantization_config=bnb_config,")
+    [(line, _col, message)] = findings(source)
+    assert line == 14
+    assert message.startswith(
+        "when `cfg.use_fp16` is true and `cfg.quantization` is false, `model` is loaded"
+    )
+
+
+@pytest.mark.parametrize(
+    ("quantize", "quantization", "expected"),
+    [
+        ("", "quantization_config=None,", [12]),
+        ("", "quantization_config=BitsAndBytesConfig(load_in_8bit=True),", []),
+        (
+            "bnb_config = BitsAndBytesConfig(load_in_4bit=True)",
+            "quantization_config=bnb_config,",
+            [],
+        ),
+    ],
+    ids=["literal-none-quantizes-nothing", "always-quantized", "bound-once"],
+)
+def test_a_quantized_load_on_every_run_is_silent_and_none_is_no_quantization(
+    quantize: str, quantization: str, expected: list[int]
+) -> None:
+    assert lines(_switched(quantize=quantize, quantization=quantization)) == expected
+
+
+@pytest.mark.parametrize(
+    ("scaler", "expected"),
+    [
+        ('torch.amp.GradScaler("cuda")', [13]),
+        ("ShardedGradScaler()", []),
+        ("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler()", []),
+    ],
+)
+def test_a_sharded_grad_scaler_unscales_fp16_gradients_without_raising(
+    scaler: str, expected: list[int]
+) -> None:
+    # torch's sharded_grad_scaler.py passes allow_fp16=True to `_unscale_grads_`, fairscale's
+    # too: FSDP's scaler takes fp16 gradients, so there is no `unscale_` error to report.
+    source = _switched(scaler=scaler).replace(
+        "import torch\n",
+        "import torch\nfrom torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler\n",
+    )
+    assert lines(source) == expected
+
+
+_ACCELERATE = """\
+import argparse
+import torch
+from accelerate import Accelerator
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mixed_precision", default=None, choices=["no", "fp16", "bf16"])
+args = parser.parse_args()
+accelerator = Accelerator(mixed_precision=args.mixed_precision)
+vae = AutoencoderKL.from_pretrained("sd")
+{freeze}
+optimizer = torch.optim.AdamW(filter(lambda p: p.requires_grad, vae.parameters()))
+{before}
+vae, optimizer, loader = accelerator.prepare(vae, optimizer, loader)
+weight_dtype = torch.float32
+if accelerator.mixed_precision == "fp16":
+    weight_dtype = torch.float16
+elif accelerator.mixed_precision == "bf16":
+    weight_dtype = torch.bfloat16
+{after}
+for batch in loader:
+    loss = vae(batch.to(dtype=weight_dtype)).sample.mean()
+    accelerator.backward(loss)
+    accelerator.clip_grad_norm_(vae.parameters(), 1.0)
+    optimizer.step()
+{end}
+"""
+
+
+def _accelerate(freeze: str = "", before: str = "", after: str = "", end: str = "") -> str:
+    return _ACCELERATE.format(freeze=freeze, before=before, after=after, end=end)
+
+
+def test_a_trained_model_cast_to_diffusers_weight_dtype_after_prepare_is_reported() -> None:
+    # diffusers' train_autoencoderkl.py: the dtype bound by `if` statements on the mixed
+    # precision, the cast after `prepare`, the training after the cast.
+    source = _accelerate(after="vae.to(accelerator.device, dtype=weight_dtype)")
+    [(line, _col, message)] = findings(source)
+    assert line == 19
+    assert message.startswith("when run with --mixed_precision fp16, `vae` is cast to float16")
+
+
+def test_the_weight_dtype_cast_before_prepare_is_reported_too() -> None:
+    source = _accelerate(
+        before="weight = torch.float32\n"
+        'if args.mixed_precision == "fp16":\n'
+        "    weight = torch.float16\n"
+        "vae.to(accelerator.device, dtype=weight)",
+    )
+    assert "vae.to(accelerator.device, dtype=weight)\nvae, optimizer" in source
+    assert lines(source) == [15]
+
+
+@pytest.mark.parametrize(
+    ("freeze", "after", "end"),
+    [
+        ("vae.requires_grad_(False)", "vae.to(accelerator.device, dtype=weight_dtype)", ""),
+        ("", "", "vae.to(accelerator.device, dtype=weight_dtype)"),
+        (
+            "if args.train_vae:\n    vae.requires_grad_(True)\n"
+            "else:\n    vae.requires_grad_(False)",
+            "if not args.train_vae:\n    vae.to(accelerator.device, dtype=weight_dtype)",
+            "",
+        ),
+    ],
+    ids=["frozen", "cast-after-training", "trained-only-on-runs-that-skip-the-cast"],
+)
+def test_a_weight_dtype_cast_that_no_training_step_sees_is_not_reported(
+    freeze: str, after: str, end: str
+) -> None:
+    # The last one is diffusers' train_amused.py: the text encoder is cast only when it is
+    # not trained, and unfrozen only when it is.
+    assert lines(_accelerate(freeze=freeze, after=after, end=end)) == []
+
+
+@pytest.mark.parametrize(
+    "freeze",
+    [
+        "vae.encoder.requires_grad_(False)",
+        "vae.requires_grad_(False)\nvae.decoder.requires_grad_(True)",
+    ],
+    ids=["a-part-frozen", "frozen-then-a-part-unfrozen"],
+)
+def test_freezing_part_of_the_model_leaves_the_rest_trained_and_reported(freeze: str) -> None:
+    source = _accelerate(freeze=freeze, after="vae.to(accelerator.device, dtype=weight_dtype)")
+    assert len(lines(source)) == 1
