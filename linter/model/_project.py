@@ -44,6 +44,7 @@ from linter.model._summary import (
     FunctionRecord,
     ModuleSummary,
     constructed_receivers,
+    instance_type,
     qualified_name,
     receiver_type,
     written_callee,
@@ -746,6 +747,12 @@ class Project:
         owner = cls.name.value if cls is not None else None
         constructed = index.shared(constructed_receivers, lambda: constructed_receivers(index))
         receiver = receiver_type(index, constructed, call, function, cls)
+        if receiver is None:
+            # `loss_scaler = NativeScaler()` ... `loss_scaler(loss, optimizer)`: an object of a
+            # project class called runs that class's `__call__` (MAE's and ConvNeXt's scaler
+            # wrappers, defined in `util/misc.py`, are called so from `engine.py`).
+            receiver = instance_type(constructed, call, function, cls)
+            callee = f"{callee}.__call__" if receiver is not None else callee
         record = CallRecord(callee, 0, 0, None, False, caller or "", owner, receiver)
         targets = [t for t in self.call_targets(path, record) if t.path != path]
         if len(targets) != 1:

@@ -441,6 +441,20 @@ def receiver_type(
     )
 
 
+def instance_type(
+    constructed: dict[tuple[cst.CSTNode | None, str], str | None],
+    call: cst.Call,
+    function: cst.FunctionDef | None,
+    cls: cst.ClassDef | None,
+) -> str | None:
+    """The class of the object ``call`` calls (``scaler(loss, optimizer)`` where ``scaler =
+    NativeScaler()``), as `receiver_class` finds a method's receiver; None for a function."""
+    name = dotted_name(call.func)
+    if name is None or "." in name.removeprefix("self."):
+        return None
+    return receiver_class(None, name, constructed, function, cls, lambda _name: None)
+
+
 #: A scope node of either parser's tree (a function, a class, or None for the module).
 _Scope = TypeVar("_Scope")
 

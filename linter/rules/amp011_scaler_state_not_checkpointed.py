@@ -52,7 +52,11 @@ class ScalerStateNotCheckpointed(Rule):
 
     A save helper in another module (`utils.save_checkpoint(model, optimizer, epoch)` called
     from the trainer that owns the scaler) is reported at the call in the trainer, with the
-    helper's `torch.save` as a related location, once amp-lint reads the whole project.
+    helper's `torch.save` as a related location, once amp-lint reads the whole project. A
+    scaler wrapper object of another module's class that the trainer builds and calls
+    (`loss_scaler = NativeScaler()`, then `loss_scaler(loss, optimizer, ...)`, whose
+    `__call__` scales and steps) makes the trainer's file one that trains through a GradScaler:
+    its checkpoints must hold `loss_scaler.state_dict()`.
 
     ## Why is this bad?
     The GradScaler's state is the scale it has learned (often far below the initial 65536 for

@@ -624,3 +624,59 @@ def test_a_method_of_an_object_built_in_place_runs_that_class_method(tmp_path: P
     assert not {callee for callee in callees if callee.startswith("build_trainer")} - {
         "build_trainer"
     }
+
+
+_WRAPPER = """
+import torch
+
+
+class ScalerBox:
+    def __init__(self):
+        self._scaler = torch.amp.GradScaler("cuda")
+
+    def __call__(self, loss, optimizer):
+        self._scaler.scale(loss).backward()
+        self._scaler.step(optimizer)
+        self._scaler.update()
+
+
+class NoCall:
+    def run(self, loss):
+        loss.backward()
+"""
+
+
+@pytest.mark.parametrize(
+    ("binding", "grafted"),
+    [
+        ("box = ScalerBox()", "__call__"),
+        ("box = NoCall()", None),  # a class without `__call__`: nothing to run
+        ("box = make_box()", None),  # a function's result: its class is unknown
+    ],
+)
+def test_an_object_of_a_project_class_called_runs_its_dunder_call(
+    tmp_path: Path, binding: str, grafted: str | None
+) -> None:
+    # MAE-style trainers call a scaler wrapper object built from another module's class.
+    project = build(
+        tmp_path,
+        {
+            "misc.py": _WRAPPER,
+            "main.py": f"""
+                from misc import NoCall, ScalerBox, make_box
+
+                def main(loader, model, optimizer):
+                    {binding}
+                    for x in loader:
+                        box(model(x), optimizer)
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "main.py")
+    call = next(
+        node
+        for node in descendants(context.module)
+        if isinstance(node, cst.Call) and cst.Module([]).code_for_node(node.func) == "box"
+    )
+    function = project.graft(context, call)
+    assert (function.name.value if function is not None else None) == grafted
