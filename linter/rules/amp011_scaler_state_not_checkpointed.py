@@ -412,9 +412,11 @@ save_checkpoint(
         if found.restores_a_scaler() or any(found.restores_a_scaler(h) for h in helpers):
             return
         loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
+        resumes: set[cst.CSTNode | None] = set()
         for load in found.resume_loads(loads):
-            if owners is not None and home(load) not in owners:
-                continue
+            if (owners is not None and home(load) not in owners) or home(load) in resumes:
+                continue  # a helper of another module loads twice in one resume (vits: G, D)
+            resumes.add(home(load))
             yield Finding(
                 load,
                 "this resume loads the optimizer's state but the GradScaler's is never loaded: "
