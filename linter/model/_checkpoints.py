@@ -129,9 +129,13 @@ class Checkpoints:
         name = dotted_name(call.func)
         if name is None or not SAVER_NAME.search(last_part(name)):
             return None
-        if last_part(name) in NOT_A_STATE_SAVER or not call.args or call.args[0].keyword:
+        if last_part(name) in NOT_A_STATE_SAVER or not call.args:
             return None
-        found = self._entries(call.args[0].value, call)
+        # `torch.save(obj=..., f=...)` names what `torch.save(state, path)` passes first.
+        saved = next((a for a in call.args if a.keyword is None or a.keyword.value == "obj"), None)
+        if saved is None:
+            return None
+        found = self._entries(saved.value, call)
         if found is None:
             return None
         literal, entries = found

@@ -236,3 +236,14 @@ def test_a_scaler_confined_to_a_per_epoch_function_has_no_state_to_keep() -> Non
     for escape in ("self.scaler = scaler", "helper(scaler)", "return scaler"):
         escaped = source.replace("# starts over every epoch", f"\n            {escape}")
         assert lines(escaped) == [11], escape
+
+
+def test_a_checkpoint_passed_as_torch_saves_obj_keyword_is_read_like_the_first_argument() -> None:
+    # InternVideo's VLN trainer: `torch.save(obj={...}, f=...)`.
+    scaler = 'import torch\nscaler = torch.amp.GradScaler("cuda")\n'
+    state = '{"model": model.state_dict(), "optimizer": optimizer.state_dict()}'
+    assert lines(f'{scaler}torch.save(obj={state}, f="last.pt")\n') == [3]
+    assert lines(f'{scaler}torch.save(f="last.pt", obj={state})\n') == [3]
+    kept = state.replace("}", ', "scaler": scaler.state_dict()}')
+    assert lines(f'{scaler}torch.save(obj={kept}, f="last.pt")\n') == []
+    assert "scaler.state_dict()" in fixed(f'{scaler}torch.save(obj={state}, f="last.pt")\n')
