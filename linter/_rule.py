@@ -87,6 +87,10 @@ class ForeignNodes(Mapping[cst.CSTNode, "ForeignSite"]):
     def __getitem__(self, node: cst.CSTNode) -> ForeignSite:
         return self._sites[self._root_of[node]]
 
+    def root(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The grafted function ``node`` belongs to."""
+        return self._root_of[node]
+
     def __contains__(self, node: object) -> bool:
         return node in self._root_of
 
@@ -116,6 +120,9 @@ class ModuleContext:
         self.graft_targets: dict[cst.Call, tuple[str, str] | None] = {}
         #: (path, qualified name) -> how many trees of that function are grafted here.
         self.graft_copies: dict[tuple[str, str], int] = {}
+        #: Grafted function -> (path, qualified name) of the function it is: a call in it is
+        #: resolved in that module (`Project.graft`, a second call deep).
+        self.graft_origins: dict[cst.CSTNode, tuple[str, str]] = {}
         #: Node of a grafted function -> where it really is.
         self.foreign = ForeignNodes()
         #: The source of the functions of the project modules this one imports, whose events
@@ -166,8 +173,9 @@ class ModuleContext:
         node grafted from another module is placed at the call it was grafted under. Taken
         from the code of the node's statement alone while that can say (`linter._positions`),
         else from the whole module's metadata."""
-        site = self.foreign.get(node)
-        target = site.via if site is not None else node
+        target = node
+        while (site := self.foreign.get(target)) is not None:
+            target = site.via  # a function grafted into a grafted one: its outer call
         if PositionProvider not in self._resolved:
             if self._statements is None:
                 from linter.model._module_index import module_index

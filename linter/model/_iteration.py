@@ -522,6 +522,10 @@ class TrainingIterations:
         a method of the caller's class; else, through the project, a function of another module
         whose source mentions one of ``words`` (grafted under the call, or already grafted)."""
         func = call.func
+        project = self._context.project
+        if call in self._context.foreign:
+            # A call in a function of another module runs a function of that module.
+            return project.graft(self._context, call, words) if project is not None else None
         if isinstance(func, cst.Name):
             for function in self._functions.get(func.value, []):
                 if self._index.enclosing_class(function.body) is None:
@@ -531,8 +535,7 @@ class TrainingIterations:
             for function in self._functions.get(func.attr.value, []):
                 if cls is not None and self._index.enclosing_class(function.body) is cls:
                     return function
-        project = self._context.project
-        if project is None or call in self._context.foreign:
+        if project is None:
             return None
         return project.graft(self._context, call, words)
 

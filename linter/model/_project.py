@@ -694,6 +694,7 @@ class Project:
             call, self.display(target_path), target_qualname, function_record.line, module
         )
         context.attach(grafted, call, site, index.attach(grafted, call))
+        context.graft_origins[grafted] = found
         return grafted
 
     def _graft_tree(
@@ -741,6 +742,8 @@ class Project:
         path = os.path.abspath(context.path)
         if callee is None or path not in self.summaries:
             return None
+        if call in context.foreign:
+            return self._nested_target(context, call, callee, path)
         function = index.enclosing_function(call)
         caller = qualified_name(index, function) if function is not None else ""
         cls = index.enclosing_class(call)
@@ -755,6 +758,28 @@ class Project:
             callee = f"{callee}.__call__" if receiver is not None else callee
         record = CallRecord(callee, 0, 0, None, False, caller or "", owner, receiver)
         targets = [t for t in self.call_targets(path, record) if t.path != path]
+        if len(targets) != 1:
+            return None
+        return targets[0].path, targets[0].qualname
+
+    def _nested_target(
+        self, context: ModuleContext, call: cst.Call, callee: str, path: str
+    ) -> tuple[str, str] | None:
+        """The target of a call inside a function grafted from another module, resolved in
+        that module (open_clip's `main.py` watches gradients that `train_one_epoch` in
+        `training/train.py` scales through its module's `backward()`): a plain function or a
+        `self.` method of its class; one level only (a call in a function grafted into a
+        grafted one is not followed), and never back into the file being linted."""
+        root = context.foreign.root(call)
+        origin = context.graft_origins.get(root)
+        if origin is None or context.foreign[root].via in context.foreign:
+            return None
+        module_path, qualname = origin
+        owner, _, _method = qualname.rpartition(".")
+        summary = self.summary(module_path)
+        caller_class = owner if owner and summary and summary.class_named(owner) else None
+        record = CallRecord(callee, 0, 0, None, False, qualname, caller_class, None)
+        targets = [t for t in self.call_targets(module_path, record) if t.path != path]
         if len(targets) != 1:
             return None
         return targets[0].path, targets[0].qualname

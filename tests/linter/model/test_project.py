@@ -680,3 +680,70 @@ def test_an_object_of_a_project_class_called_runs_its_dunder_call(
     )
     function = project.graft(context, call)
     assert (function.name.value if function is not None else None) == grafted
+
+
+_EPOCH = """
+import torch
+from helpers import log_step
+
+
+def backward(loss, scaler):
+    scaler.scale(loss).backward()
+
+
+def train_one_epoch(model, loader, optimizer, scaler):
+    for x in loader:
+        backward(model(x), scaler)
+        log_step(model)
+        scaler.step(optimizer)
+        scaler.update()
+"""
+_HELPERS = """
+def log_step(model):
+    deeper(model)
+
+
+def deeper(model):
+    model.zero_grad()
+"""
+
+
+def test_a_call_in_a_grafted_function_runs_a_function_of_that_functions_module(
+    tmp_path: Path,
+) -> None:
+    # open_clip: main.py -> train_one_epoch (training/train.py) -> backward (same module).
+    project = build(
+        tmp_path,
+        {
+            "engine.py": _EPOCH,
+            "helpers.py": _HELPERS,
+            "main.py": """
+                from engine import train_one_epoch
+
+                def main(loader, model, optimizer, scaler):
+                    train_one_epoch(model, loader, optimizer, scaler)
+            """,
+        },
+    )
+    context = context_of(project, tmp_path / "main.py")
+    outer = next(n for n in descendants(context.module) if isinstance(n, cst.Call))
+    epoch = project.graft(context, outer)
+    assert epoch is not None
+    assert epoch.name.value == "train_one_epoch"
+    inner = {
+        cst.Module([]).code_for_node(n.func): n
+        for n in descendants(epoch)
+        if isinstance(n, cst.Call)
+    }
+    nested = project.graft(context, inner["backward"])
+    assert nested is not None
+    assert nested.name.value == "backward"
+    # Placed at the call in main.py, named in engine.py.
+    scaled = next(n for n in descendants(nested) if isinstance(n, cst.Call))
+    assert context.position(scaled).start.line == 5
+    assert context.foreign_position(scaled) == ("engine.py", 7, 5)
+    # One level only: a function grafted into a grafted one grafts nothing further.
+    logged = project.graft(context, inner["log_step"])
+    assert logged is not None
+    deeper = next(n for n in descendants(logged) if isinstance(n, cst.Call))
+    assert project.graft(context, deeper) is None
