@@ -48,6 +48,9 @@ _ADAPTER_SWITCH = re.compile(r"(?:\w+\.)*\w*(?:lora|peft|adapter)\w*", re.IGNORE
 #: ``PeftModel.from_pretrained(model, adapter_path)``: trained adapters loaded onto the model.
 _PEFT_LOAD = re.compile(r"(?:\w+\.)*Peft\w*\.from_pretrained")
 
+#: Methods whose calls are a training step (an fp32 cast after all of them restores nothing).
+_TRAINING_METHODS = frozenset({"backward", "step", "clip_grad_norm_", "clip_grad_value_"})
+
 #: Adapter configurations name no model: ``LoraConfig(r=8)`` applies nothing by itself.
 _CONFIG_SUFFIX = "config"
 
@@ -93,6 +96,12 @@ class Fp32Trainables:
         self._trained: dict[str, list[cst.Call]] = {}
         #: Some ``x.data = <fp32 copy>`` that cannot be pinned on one model.
         self.upcasts_parameter_data = False
+        #: Calls that train: ``backward``, ``step`` with no arguments or an optimizer, clips.
+        self._training_steps = [
+            call
+            for call in index.nodes(cst.Call)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _TRAINING_METHODS
+        ]
         self._collect()
 
     def why_fp32(
@@ -219,8 +228,14 @@ class Fp32Trainables:
 
     def _may_follow(self, origin: cst.CSTNode, cast: cst.CSTNode) -> bool:
         """The fp32 cast can run after the fp16 one (a `.float()` before it, as in a script
-        that times fp32 first and then casts to half, restores nothing)."""
-        return self._paths.may_precede(origin, cast)
+        that times fp32 first and then casts to half, restores nothing) and before training:
+        a cast after every training step of its function (diffusers' Sana trainer upcasts
+        `if args.upcast_before_saving:` once the loop is done) restores nothing either."""
+        if not self._paths.may_precede(origin, cast):
+            return False
+        function = self._index.enclosing_function(cast)
+        steps = [c for c in self._training_steps if self._index.enclosing_function(c) is function]
+        return not steps or any(self._paths.may_precede(cast, step) for step in steps)
 
     def copies_parameters(self, expression: cst.BaseExpression) -> bool:
         """An optimizer's parameters are fp32 copies (``p.detach().clone().float()``), directly

@@ -71,7 +71,8 @@ class GradScalerWithFp16Params(Rule):
       `if train_config.quantization: bnb_config = ...`) leave the other runs reported, the
       switch named: "when ... and `train_config.use_peft` is false, ...";
     - trainable parameters cast back: `cast_training_params(model, dtype=torch.float32)`,
-      `p.data = p.data.float()`, `model.head.float()`, `model.to(torch.float32)`;
+      `p.data = p.data.float()`, `model.head.float()`, `model.to(torch.float32)` — before
+      training (a cast after every training step of its function, to save, restores nothing);
     - fp32 master weights: an optimizer over `[p.detach().clone().float() for p in ...]`;
     - a frozen fp16 model (`requires_grad_(False)`, a teacher, a VAE, a text encoder) or one
       no optimizer trains; a frozen part is all that is frozen (`vae.encoder` leaves the

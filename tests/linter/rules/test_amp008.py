@@ -863,3 +863,20 @@ def test_a_weight_dtype_cast_that_no_training_step_sees_is_not_reported(
 def test_freezing_part_of_the_model_leaves_the_rest_trained_and_reported(freeze: str) -> None:
     source = _accelerate(freeze=freeze, after="vae.to(accelerator.device, dtype=weight_dtype)")
     assert len(lines(source)) == 1
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        ("model.float()\nmodel.save_pretrained('out')", [4]),
+        ("if args.upcast_before_saving:\n    model.to(torch.float32)", [4]),
+        ("", [4]),
+    ],
+    ids=["upcast-to-save", "upcast-under-a-flag-to-save", "no-upcast"],
+)
+def test_an_fp32_cast_after_the_training_loop_restores_nothing_for_training(
+    after: str, expected: list[int]
+) -> None:
+    # diffusers' Sana trainer casts the model it trains back to fp32 only to save it.
+    source = SCALER_LOOP.format(setup="model = Net().half()") + after + "\n"
+    assert lines(source) == expected
