@@ -117,6 +117,28 @@ class Facts:
         return frozenset()
 
 
+def _bindings(assign: cst.Assign) -> list[tuple[str, str | None]]:
+    """(name, the ``Name`` literal bound to it or None) for each name ``assign`` binds: ``x =
+    True``; ``g, d = False, True`` element by element; None for any other value."""
+    found: list[tuple[str, str | None]] = []
+    value = assign.value
+    for target in assign.targets:
+        pairs: list[tuple[cst.BaseExpression, cst.BaseExpression | None]] = [(target.target, value)]
+        if isinstance(target.target, cst.Tuple):
+            values = value.elements if isinstance(value, cst.Tuple) else ()
+            elements = target.target.elements
+            pairs = [
+                (element.value, values[i].value if len(values) == len(elements) else None)
+                for i, element in enumerate(elements)
+            ]
+        for bound, bound_value in pairs:
+            name = dotted_name(bound)
+            if name is not None:
+                literal = bound_value.value if isinstance(bound_value, cst.Name) else None
+                found.append((name, literal))
+    return found
+
+
 def subscript_key(node: cst.BaseExpression) -> str | None:
     """``fp16`` of ``args["fp16"]`` (a flag read from a dict of options), else None."""
     if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
@@ -228,12 +250,7 @@ class PathFacts:
         setters: dict[str, list[cst.CSTNode]] = {}
         spoiled: set[str] = set()
         for assign in self._index.nodes(cst.Assign):
-            value = assign.value
-            literal = value.value if isinstance(value, cst.Name) else None
-            for target in assign.targets:
-                name = dotted_name(target.target)
-                if name is None:
-                    continue
+            for name, literal in _bindings(assign):
                 if literal == "True":
                     setters.setdefault(name, []).append(assign)
                 elif literal not in ("False", "None"):
@@ -328,10 +345,42 @@ class PathFacts:
         flag_a, flag_b = _flag(a.subject), _flag(b.subject)
         if frozenset({flag_a, flag_b}) in self._exclusive_flags:
             return True
+        if self._complementary(a.subject, b.subject):
+            return True
         # A precision flag pair of one run's configuration (`args.bf16` / `self.args.fp16`).
         return bool(
             (FP16_FLAG.search(flag_a) and BF16_FLAG.search(flag_b))
             or (BF16_FLAG.search(flag_a) and FP16_FLAG.search(flag_b))
+        )
+
+    def _complementary(self, first: str, second: str) -> bool:
+        """Two flags each set true only in arms that set the other false, in different arms of
+        one ``if``/``else`` (Open-Sora-Plan's VAE trainer: ``step_gen = False; step_dis = True``
+        in one arm, ``step_gen = True; step_dis = False`` in the other, then ``if step_gen:``
+        and ``if step_dis:`` each step and update): never both true."""
+        if self._flag_setters is None:
+            self._flag_setters = self._collect_flag_setters()
+        sets_first = self._flag_setters.get(first, [])
+        sets_second = self._flag_setters.get(second, [])
+        if not sets_first or not sets_second:
+            return False
+        return all(
+            self.in_exclusive_arms(one, other) for one in sets_first for other in sets_second
+        ) and all(
+            self._clears(setter, flag)
+            for setters, flag in ((sets_first, second), (sets_second, first))
+            for setter in setters
+        )
+
+    def _clears(self, setter: cst.CSTNode, flag: str) -> bool:
+        """The block of ``setter`` also binds ``flag`` to ``False``/``None``."""
+        block = self._index.parent.get(self._index.parent.get(setter))  # type: ignore[arg-type]  # a statement's line has a parent
+        return any(
+            (flag, literal) in _bindings(statement)
+            for line in getattr(block, "body", ())
+            for statement in getattr(line, "body", ())
+            if isinstance(statement, cst.Assign)
+            for literal in ("False", "None")
         )
 
     def _collect_declared_exclusions(self) -> None:

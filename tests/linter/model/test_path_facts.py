@@ -59,6 +59,34 @@ def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:
             "if args.use_x:\n    a()\nif args.use_y:\n    b()\n",
             True,
         ),
+        # Complementary flags: each set true only where the other is set false, in the two
+        # arms of one `if` (a GAN's `step_gen`/`step_dis`), as statements or one tuple.
+        (
+            "if i % 2:\n    g = False\n    d = True\nelse:\n    g = True\n    d = False\n"
+            "if g:\n    a()\nif d:\n    b()\n",
+            True,
+        ),
+        (
+            "if i % 2:\n    g, d = False, True\nelse:\n    g, d = True, False\n"
+            "if g:\n    a()\nif d:\n    b()\n",
+            True,
+        ),
+        # ...not when an arm leaves the other flag as it was (true from an earlier pass),
+        (
+            "if i % 2:\n    d = True\nelse:\n    g = True\n    d = False\n"
+            "if g:\n    a()\nif d:\n    b()\n",
+            False,
+        ),
+        # ...nor when both are set true in one arm, or one is bound to something unknown.
+        (
+            "if i % 2:\n    g = d = True\nelse:\n    g = False\nif g:\n    a()\nif d:\n    b()\n",
+            False,
+        ),
+        (
+            "if i % 2:\n    g, d = False, True\nelse:\n    g, d = True, other\n"
+            "if g:\n    a()\nif d:\n    b()\n",
+            False,
+        ),
     ],
 )
 def test_exclusive(source: str, exclusive: bool) -> None:

@@ -328,3 +328,49 @@ def test_a_dict_of_optimizers_is_still_a_loop_over_optimizers() -> None:
                 scaler.update()
         """
     assert lines(source) == [8]
+
+
+_ALTERNATING_GAN = """\
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+for i, batch in enumerate(loader):
+    if i % 2 == 1 and i >= disc_start:
+{set_dis}
+    else:
+{set_gen}
+    if step_gen:
+        scaler.scale(gen_loss(batch)).backward()
+        scaler.step(opt_g)
+        scaler.update()
+    if step_dis:
+        scaler.scale(disc_loss(batch)).backward()
+        scaler.step(opt_d)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize(
+    ("set_dis", "set_gen", "expected"),
+    [
+        (
+            "        step_gen = False\n        step_dis = True",
+            "        step_gen = True\n        step_dis = False",
+            [],
+        ),
+        (
+            "        step_gen, step_dis = False, True",
+            "        step_gen, step_dis = True, False",
+            [],
+        ),
+        # The generator's arm leaves `step_dis` as an earlier pass set it: both may run.
+        ("        step_gen = False\n        step_dis = True", "        step_gen = True", [17]),
+    ],
+    ids=["statements", "tuples", "not-cleared"],
+)
+def test_a_gan_alternating_its_networks_updates_once_per_iteration(
+    set_dis: str, set_gen: str, expected: list[int]
+) -> None:
+    # Open-Sora-Plan's train_causalvae.py: one `if`/`else` sets `step_gen`/`step_dis`, then
+    # each network's block scales, steps and updates; no pass runs both.
+    assert lines(_ALTERNATING_GAN.format(set_dis=set_dis, set_gen=set_gen)) == expected
