@@ -37,7 +37,8 @@ class SchedulerStepsOnSkippedStep(Rule):
     - schedulers that hold themselves back or belong to a framework: ampscale's
       `SkipAwareScheduler`, one returned by `accelerator.prepare` or `deepspeed.initialize`,
       Lightning's and Hugging Face Trainer's own;
-    - a step under a test the linter cannot read (a periodic guard, an unknown condition);
+    - a step under a test the linter cannot read (a periodic guard, an unknown condition), or
+      in an arm that never runs the scaler's step (the plain `else:` of `if use_amp:`);
     - a scaler that is on, or stepped, only under a bf16 switch (`if use_bf16:`,
       `GradScaler(enabled=cfg.bf16)`) beside autocasts that then run bf16: bf16 does not
       overflow, so no step is skipped (AMP010 reports the scaler itself).
@@ -267,7 +268,8 @@ for batch in loader:
         model = of_module(context)
         index = module_index(context)
         schedulers = lr_schedulers(index, model.receivers)
-        bf16_only = Bf16OnlySteps(index, model.aliases, model.facts, model.receivers)
+        paths = model.facts
+        bf16_only = Bf16OnlySteps(index, model.aliases, paths, model.receivers)
         by_scope = {
             iteration.scope: iteration
             for iteration in model.iterations
@@ -282,7 +284,10 @@ for batch in loader:
                 continue
             if schedulers.hold(call, scope) is not Hold.NEVER:
                 continue
-            steps = iteration.of(Kind.SCALER_STEP)
+            # The scaler's steps a run can reach with this one (not the plain arm's `else:`).
+            steps = [s for s in iteration.of(Kind.SCALER_STEP) if not paths.exclusive(s.site, call)]
+            if not steps:
+                continue
             if all(bf16_only.only_bf16(s.call, s.scaler) for s in steps):
                 continue  # bf16 never overflows: the steps are not skipped (AMP010's case)
             step = steps[0]

@@ -128,3 +128,22 @@ def test_the_bad_example_advances_the_schedule_for_skipped_steps() -> None:
         scheduled, applied = runpy.run_path(str(BAD_EXAMPLE))["train"]()
     assert scheduled == 40
     assert 0 < applied < scheduled
+
+
+def test_a_scheduler_in_the_arm_without_the_scaler_is_not_reported() -> None:
+    # GLIP's trainer: the AMP arm steps through the scaler, the `else:` arm steps plainly.
+    source = """\
+    import torch
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        if use_amp:
+            scaler.scale(model(batch).loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+        else:
+            model(batch).loss.backward()
+            optimizer.step()
+            scheduler.step()
+    """
+    assert lines(source) == [8]
