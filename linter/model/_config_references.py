@@ -43,7 +43,7 @@ from linter.model._config_files import (
     read_config,
     shape_of,
 )
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import dotted_name, import_aliases, last_part
 from linter.model._module_index import ModuleIndex, module_index
 
 #: Who reads a config (`ConfigReference.reader`).
@@ -217,7 +217,7 @@ class _References:
     def __init__(self, context: ModuleContext, index: ModuleIndex) -> None:
         self._context = context
         self._index = index
-        self._aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        self._aliases = import_aliases(index)
         self._settings = DeclaredSettings(index)
         self._constants = ModuleConstants(index, self._settings)
         here = Path(context.path)

@@ -7,11 +7,16 @@ statements directly: it is all they need, and far cheaper than libcst's Qualifie
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from linter.model._tree import children
+
+if TYPE_CHECKING:
+    from linter.model._module_index import ModuleIndex
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -56,11 +61,18 @@ def _module_path(node: cst.BaseExpression | None) -> str:
 
 
 class ImportAliases:
-    """Maps a local name to the fully qualified name its import binds."""
+    """Maps a local name to the fully qualified name its import binds; with ``reexports``,
+    through a project module that re-exports a library's name (`import_aliases`)."""
 
-    def __init__(self, statements: Iterable[cst.Import | cst.ImportFrom]) -> None:
+    def __init__(
+        self,
+        statements: Iterable[cst.Import | cst.ImportFrom],
+        reexports: Callable[[str], str | None] | None = None,
+    ) -> None:
         #: local name -> qualified name, e.g. ``GS`` -> ``torch.amp.GradScaler``.
         self.aliases: dict[str, str] = {}
+        self._reexports = reexports
+        self._reexported: dict[str, str] = {}
         for statement in statements:
             if isinstance(statement, cst.Import):
                 for alias in statement.names:
@@ -86,4 +98,31 @@ class ImportAliases:
         full = self.aliases.get(head)
         if full is None:
             return name
-        return f"{full}{dot}{rest}"
+        qualified = f"{full}{dot}{rest}"
+        if self._reexports is None:
+            return qualified
+        found = self._reexported.get(qualified)
+        if found is None:
+            found = self._reexported[qualified] = self._reexports(qualified) or qualified
+        return found
+
+
+def import_aliases(index: ModuleIndex) -> ImportAliases:
+    """The `ImportAliases` of the module ``index`` indexes, built once per module; in a
+    project, a name imported from a project module that imports it from a library is that
+    library's name (GLIP's trainer imports `GradScaler` and `autocast` from
+    `maskrcnn_benchmark/utils/amp.py`, which imports them from `torch.cuda.amp`)."""
+
+    def build() -> ImportAliases:
+        context = index.context
+        project = context.project if context is not None else None
+        reexports = None
+        if context is not None and project is not None:
+            path = os.path.abspath(context.path)
+
+            def reexports(name: str) -> str | None:
+                return project.library_name(path, name)
+
+        return ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom), reexports)
+
+    return index.shared(import_aliases, build)

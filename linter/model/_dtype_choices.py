@@ -26,7 +26,7 @@ from linter.model._bf16_origins import (
     string_value,
 )
 from linter.model._command_line import DeclaredSettings
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
 from linter.model._fp16_switches import BF16_SUPPORT_CHECKS, ON_GPUS_WITHOUT_BF16, TRUE_ON_GPUS
 from linter.model._module_index import ModuleIndex
 from linter.model._path_facts import Fact, Facts, path_facts
@@ -333,7 +333,7 @@ def dtype_choices(index: ModuleIndex) -> DtypeChoices:
     """The module's `DtypeChoices`, built once and shared by every rule that asks."""
 
     def build() -> DtypeChoices:
-        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        aliases = import_aliases(index)
         settings = DeclaredSettings(index)
         constants = ModuleConstants(index, settings)
         return DtypeChoices(index, aliases, constants, settings, path_facts(index).facts)

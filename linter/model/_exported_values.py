@@ -31,7 +31,7 @@ import libcst as cst
 from linter.model._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
 from linter.model._bf16_origins import keyword
 from linter.model._bound_contexts import unpartial
-from linter.model._dotted_names import ImportAliases, dotted_name
+from linter.model._dotted_names import ImportAliases, dotted_name, import_aliases
 from linter.model._module_index import ModuleIndex, walk
 from linter.model._scaler_receivers import ScalerReceivers, scaler_receivers
 
@@ -102,7 +102,7 @@ class ValueRecord:
 
 def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecord]:
     """The values of one module that other modules may reach (see the module docstring)."""
-    aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+    aliases = import_aliases(index)
     receivers = scaler_receivers(index)
     autocasts: ModuleAutocasts | None = None
     found: dict[str, ValueRecord | None] = {}

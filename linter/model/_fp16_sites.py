@@ -30,7 +30,7 @@ from linter.model._bf16_origins import (
 )
 from linter.model._bound_contexts import BoundContext, bound_contexts
 from linter.model._command_line import DeclaredSettings
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import dotted_name, import_aliases, last_part
 from linter.model._dtype_choices import DtypeChoice, argument_options, dtype_choices
 from linter.model._exported_values import imported_autocast
 from linter.model._fp16_switches import Fp16Switches, SwitchOn
@@ -196,9 +196,7 @@ class Fp16Sites:
     ) -> None:
         self.context = context
         self.index = module_index(context)
-        self.aliases = ImportAliases(
-            self.index.nodes(cst.Import) + self.index.nodes(cst.ImportFrom)
-        )
+        self.aliases = import_aliases(self.index)
         settings = DeclaredSettings(self.index)
         self.paths = path_facts(self.index)
         self.origins = Bf16Origins(

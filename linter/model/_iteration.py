@@ -38,7 +38,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._accelerate_backwards import bound_accelerators
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import dotted_name, import_aliases, last_part
 from linter.model._gradient_reads import gradient_reads
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
 from linter.model._path_facts import Fact, PathFacts, path_facts
@@ -204,7 +204,7 @@ class TrainingIterations:
     def __init__(self, context: ModuleContext, index: ModuleIndex) -> None:
         self._context = context
         self._index = index
-        self.aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        self.aliases = import_aliases(index)
         self.receivers = scaler_receivers(index)
         #: Names the module binds to an ``Accelerator(...)``: recipe wrappers, whatever their name.
         self._accelerators = bound_accelerators(index)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
 from linter.model._module_index import ModuleIndex, walk
 from linter.model._per_step import ACCUMULATION_WORDS, classify_guard, exits
 from linter.model._scaler_receivers import ScalerReceivers
@@ -239,7 +239,5 @@ def lr_schedulers(index: ModuleIndex, receivers: ScalerReceivers) -> LrScheduler
     """The module's `LrSchedulers`, built once and shared."""
     return index.shared(
         LrSchedulers,
-        lambda: LrSchedulers(
-            index, ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom)), receivers
-        ),
+        lambda: LrSchedulers(index, import_aliases(index), receivers),
     )

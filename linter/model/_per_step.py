@@ -57,7 +57,7 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model._bindings import bindings
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
 from linter.model._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants
 from linter.model._run_once import Memo, is_cached, memo_exit, memo_guard
 from linter.model._tree import children
@@ -719,7 +719,7 @@ class PerStepAnalysis:
             return False
         if self._aliases is None:
             index = self._index
-            self._aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+            self._aliases = import_aliases(index)
         return is_cached(function, self._aliases)
 
     def _memo_once(self, statement: cst.If) -> bool:

@@ -34,7 +34,7 @@ from linter.model._config_references import (
     LIGHTNING_CLI_READER,
     config_references,
 )
-from linter.model._dotted_names import ImportAliases, dotted_name, words
+from linter.model._dotted_names import dotted_name, import_aliases, words
 from linter.model._module_index import ModuleIndex, module_index
 from linter.model._path_facts import PathFacts
 
@@ -104,7 +104,7 @@ def precision_engines(context: ModuleContext) -> tuple[PrecisionEngine, ...]:
 
 
 def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
-    aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+    aliases = import_aliases(index)
     constants = ModuleConstants(index)
     found: list[PrecisionEngine] = []
     for reference in config_references(context):

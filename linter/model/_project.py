@@ -207,6 +207,38 @@ class Project:
             return self._walk(start, parts[cut:], depth + 1)
         return self._walk(self._defined(summary, parts[0]), parts[1:], depth)
 
+    def library_name(self, path: str, qualified: str) -> str | None:
+        """The library's name for ``qualified`` (a name module ``path`` imports, qualified by
+        its own import) when that is a project module's re-export of a library name: `from
+        utils.amp import GradScaler` where `utils/amp.py` does `from torch.cuda.amp import
+        GradScaler` (in a `try:` whose `except` binds a fallback for an old torch, as GLIP's
+        does) is `torch.cuda.amp.GradScaler`. None when the module defines the name itself, or
+        imports it from the project, or is not the project's."""
+        summary = self.summary(path)
+        parts = qualified.split(".")
+        if summary is None or len(parts) < 2:
+            return None
+        for cut in range(len(parts) - 1, 0, -1):
+            target = self.files.resolve(path, ".".join(parts[:cut]), 0, None, summary.sys_path)
+            if target is None:
+                continue
+            module = self.summary(target.path)
+            name = parts[cut]
+            if module is None or target.attribute is not None:
+                return None
+            if module.function(name) is not None or module.class_named(name) is not None:
+                return None
+            record = next((r for r in reversed(module.imports) if r.local == name), None)
+            if record is None or record.level or record.name is None:
+                return None
+            if (
+                self.files.resolve(target.path, record.module, 0, record.name, module.sys_path)
+                is not None
+            ):
+                return None  # the project's own name: `resolve` follows it
+            return ".".join([record.module, record.name, *parts[cut + 1 :]])
+        return None
+
     @staticmethod
     def _defined(summary: ModuleSummary, name: str) -> _Found:
         if summary.function(name) is not None:

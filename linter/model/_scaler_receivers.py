@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
-from linter.model._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
 from linter.model._module_index import ModuleIndex
 
 if TYPE_CHECKING:
@@ -323,7 +323,5 @@ def scaler_receivers(index: ModuleIndex) -> ScalerReceivers:
     """The module's `ScalerReceivers`, built once and shared by every rule that asks."""
     return index.shared(
         ScalerReceivers,
-        lambda: ScalerReceivers(
-            index, ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
-        ),
+        lambda: ScalerReceivers(index, import_aliases(index)),
     )

@@ -10,7 +10,7 @@ import libcst as cst
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._device_syncs import follows_device_sync
-from linter.model._dotted_names import ImportAliases, dotted_name
+from linter.model._dotted_names import dotted_name, import_aliases
 from linter.model._module_index import module_index
 from linter.model._per_step import PerStepAnalysis
 from linter.model._scale_reads import ScaleRead, scale_reads, skip_detections
@@ -255,7 +255,7 @@ for step, (x, y) in enumerate(loader):
         if not reads:
             return
         is_scaler_call = receivers.is_scaler_method_call
-        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        aliases = import_aliases(index)
         analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = skip_detections(index, reads, is_scaler_call)
         for read in reads:

@@ -12,7 +12,7 @@ from linter.model._autocasts import Autocast, ModuleAutocasts
 from linter.model._bf16_origins import BF16, keyword, positional
 from linter.model._config_dtypes import ConfigDtype, ConfigDtypes
 from linter.model._config_references import config_references
-from linter.model._dotted_names import ImportAliases, dotted_name
+from linter.model._dotted_names import ImportAliases, dotted_name, import_aliases
 from linter.model._dtype_choices import runs_choosing
 from linter.model._fp16_requests import asks_for_fp16
 from linter.model._module_index import ModuleIndex, module_index, walk
@@ -272,7 +272,7 @@ class LitModel(L.LightningModule):
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         index = module_index(context)
-        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        aliases = import_aliases(index)
         receivers = scaler_receivers(index)
         scalers = [c for c in index.nodes(cst.Call) if receivers.is_constructor_call(c)]
         # Scalers a function of another module returns (`opt, scaler = init_opt(...)`), when

@@ -8,7 +8,7 @@ import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
-from linter.model._dotted_names import ImportAliases, dotted_name
+from linter.model._dotted_names import dotted_name, import_aliases
 from linter.model._module_index import ModuleIndex, module_index, walk
 from linter.model._path_facts import PathFacts, path_facts
 from linter.model._precision_engines import (
@@ -322,7 +322,7 @@ scaler = torch.amp.GradScaler("cuda")
         if not engines:
             return
         index = module_index(context)
-        aliases = ImportAliases(index.nodes(cst.Import) + index.nodes(cst.ImportFrom))
+        aliases = import_aliases(index)
         paths = path_facts(index)
         receivers = scaler_receivers(index)
         handed = {node for engine in engines for node in walk(engine.node)}

@@ -747,3 +747,35 @@ def test_a_call_in_a_grafted_function_runs_a_function_of_that_functions_module(
     assert logged is not None
     deeper = next(n for n in descendants(logged) if isinstance(n, cst.Call))
     assert project.graft(context, deeper) is None
+
+
+@pytest.mark.parametrize(
+    ("compat", "expected"),
+    [
+        ("from torch.cuda.amp import GradScaler\n", "torch.cuda.amp.GradScaler"),
+        (
+            "try:\n    from torch.cuda.amp import GradScaler\nexcept ImportError:\n"
+            "    GradScaler = None\n",
+            "torch.cuda.amp.GradScaler",
+        ),
+        ("import torch\nclass GradScaler(torch.amp.GradScaler):\n    pass\n", None),
+        ("from pkg.scalers import GradScaler\n", None),  # the project's own: `resolve` says
+        ("from . import GradScaler\n", None),
+    ],
+    ids=["plain", "try-except-fallback", "defined-here", "from-the-project", "relative"],
+)
+def test_a_library_name_a_project_module_re_exports(
+    tmp_path: Path, compat: str, expected: str | None
+) -> None:
+    project = build(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/scalers.py": "class GradScaler:\n    pass\n",
+            "pkg/compat.py": compat,
+            "train.py": "from pkg.compat import GradScaler\n",
+        },
+    )
+    path = str(tmp_path / "train.py")
+    assert project.library_name(path, "pkg.compat.GradScaler") == expected
+    assert project.library_name(path, "torch.amp.GradScaler") is None  # not the project's
