@@ -139,6 +139,7 @@ class DtypeChoices:
         default: str | None = None
         arms: dict[str, str] = {}
         subject: cst.BaseExpression | None = None
+        read: list[cst.CSTNode] = []  # the bindings and tests the flag decides
         for assign in index.nodes(cst.Assign):
             if index.enclosing_function(assign) is not function or not any(
                 dotted_name(target.target) == node.value for target in assign.targets
@@ -156,6 +157,7 @@ class DtypeChoices:
                 if subject is not None and not compared[0].deep_equals(subject):
                     return []
                 subject, arms[compared[1]] = compared[0], dtype
+                read += [owner.test, assign]
             elif owner is function or isinstance(owner, cst.Module):
                 if default is not None:
                     return []
@@ -165,6 +167,8 @@ class DtypeChoices:
         if default is None or subject is None:
             return []
         keys = self._keys(subject, evaluated, depth + 1)
+        if keys:
+            evaluated.extend(read)
         return [DtypeChoice(arms.get(key.value, default), key.when, key.facts) for key in keys]
 
     def _table(

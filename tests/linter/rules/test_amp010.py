@@ -383,3 +383,35 @@ def test_a_half_model_the_scaler_steps_beside_bf16_autocast_is_left_to_amp008() 
     )
     assert lines(source) == []
     assert [line for line, _c, _m in run_rule(GradScalerWithFp16Params, source)] == [2]
+
+
+def test_a_dtype_bound_by_if_statements_on_a_flag_is_chosen_by_the_flag() -> None:
+    # Open-Sora-Plan's VAE trainer: `precision = torch.bfloat16`, then `if args.mix_precision ==
+    # "fp16": precision = torch.float16 elif ... "fp32": ...`, `--mix_precision` bf16 by default.
+    source = """\
+    import argparse
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--precision", default="bf16", choices=["fp16", "bf16", "fp32"])
+    args = parser.parse_args()
+    scaler = torch.amp.GradScaler("cuda")
+    amp_dtype = torch.bfloat16
+    if args.precision == "fp16":
+        amp_dtype = torch.float16
+    elif args.precision == "fp32":
+        amp_dtype = torch.float32
+    for batch in loader:
+        with torch.autocast("cuda", dtype=amp_dtype):
+            loss = model(batch).sum()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    """
+    [(line, _col, message)] = run_rule(GradScalerWithBf16Autocast, textwrap.dedent(source))
+    assert line == 7
+    assert "chosen by a flag, bf16 by default" in message
+    # With fp16 the default, only the runs that ask for bf16 scale needlessly.
+    fp16_default = textwrap.dedent(source.replace('default="bf16"', 'default="fp16"'))
+    [(line, _col, message)] = run_rule(GradScalerWithBf16Autocast, fp16_default)
+    assert message.startswith("when run with --precision bf16, ")
