@@ -146,7 +146,7 @@ class DtypeChoices:
             ):
                 continue
             dtype = literal_dtype(assign.value, self._aliases)
-            if dtype is None or index.order.get(assign, 0) > _rank(index, node):
+            if dtype is None or path_facts(index).precedes_in_source(node, assign):
                 return []
             block = index.parent.get(index.parent.get(assign))  # type: ignore[arg-type]  # None has no parent
             owner = index.parent.get(block) if block is not None else None
@@ -300,14 +300,6 @@ class DtypeChoices:
             _Key(with_bf16, None, frozenset()),  # type: ignore[arg-type]  # None is ruled out above
             _Key(without, ON_GPUS_WITHOUT_BF16, frozenset()),  # type: ignore[arg-type]  # None is ruled out above
         ]
-
-
-def _rank(index: ModuleIndex, node: cst.CSTNode) -> float:
-    """The source rank of ``node``, or of its nearest ancestor that the index ranks."""
-    for candidate in (node, *index.ancestors(node)):
-        if candidate in index.order:
-            return index.order[candidate]
-    return len(index.order)
 
 
 def _compared(test: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None:

@@ -24,6 +24,7 @@ stays silent (a missed report costs less than a false alarm).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -96,12 +97,6 @@ class Fp32Trainables:
         self._trained: dict[str, list[cst.Call]] = {}
         #: Some ``x.data = <fp32 copy>`` that cannot be pinned on one model.
         self.upcasts_parameter_data = False
-        #: Calls that train: ``backward``, ``step`` with no arguments or an optimizer, clips.
-        self._training_steps = [
-            call
-            for call in index.nodes(cst.Call)
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _TRAINING_METHODS
-        ]
         self._collect()
 
     def why_fp32(
@@ -193,13 +188,7 @@ class Fp32Trainables:
         value = argument.value
         if not isinstance(value, cst.Name):
             return None
-        function = self._index.enclosing_function(load)
-        bindings = [
-            assign
-            for assign in self._index.nodes(cst.Assign)
-            if self._index.enclosing_function(assign) is function
-            and any(dotted_name(t.target) == value.value for t in assign.targets)
-        ]
+        bindings = self._assignments(self._index.enclosing_function(load), value.value)
         unset = [b for b in bindings if _is_none_or_false(b.value)]
         setters = [b for b in bindings if not _is_none_or_false(b.value)]
         if not unset or not setters or any(self._paths.conditions(b) for b in unset):
@@ -225,6 +214,15 @@ class Fp32Trainables:
             if plain and fact not in at_origin and names.fullmatch(fact.subject) is not None:
                 return fact
         return None
+
+    @functools.cached_property
+    def _training_steps(self) -> list[cst.Call]:
+        """Calls that train (``backward``, ``step``, clips): asked only about an fp32 cast."""
+        return [
+            call
+            for call in self._index.nodes(cst.Call)
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _TRAINING_METHODS
+        ]
 
     def _may_follow(self, origin: cst.CSTNode, cast: cst.CSTNode) -> bool:
         """The fp32 cast can run after the fp16 one (a `.float()` before it, as in a script
@@ -261,8 +259,12 @@ class Fp32Trainables:
         return False
 
     def _bound_in(self, function: cst.CSTNode | None, name: str) -> list[cst.CSTNode]:
+        return [assign.value for assign in self._assignments(function, name)]
+
+    def _assignments(self, function: cst.CSTNode | None, name: str) -> list[cst.Assign]:
+        """The assignments to ``name`` in ``function`` (None: at module level)."""
         return [
-            assign.value
+            assign
             for assign in self._index.nodes(cst.Assign)
             if self._index.enclosing_function(assign) is function
             and any(dotted_name(t.target) == name for t in assign.targets)

@@ -414,9 +414,10 @@ save_checkpoint(
         loads = [*found.optimizer_loads(), *(c for h in helpers for c in found.optimizer_loads(h))]
         resumes: set[cst.CSTNode | None] = set()
         for load in found.resume_loads(loads):
-            if (owners is not None and home(load) not in owners) or home(load) in resumes:
+            resume = home(load)
+            if (owners is not None and resume not in owners) or resume in resumes:
                 continue  # a helper of another module loads twice in one resume (vits: G, D)
-            resumes.add(home(load))
+            resumes.add(resume)
             yield Finding(
                 load,
                 "this resume loads the optimizer's state but the GradScaler's is never loaded: "
