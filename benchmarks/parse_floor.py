@@ -87,7 +87,7 @@ def _pre_filtered(paths: list[Path]) -> list[Path]:
 def _summarised(paths: list[Path], corpus: Path) -> list[Path]:
     """The files a cold ``amp-lint`` run over ``corpus`` summarises (its own plan, no cache)."""
     sys.path.insert(0, str(ROOT))
-    from linter.model._project_build import files_to_summarise, roots_of
+    from linter.model.assembly._project_build import files_to_summarise, roots_of
     from linter.rules import ALL_RULES
 
     def wants(text: str) -> bool:

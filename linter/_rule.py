@@ -17,10 +17,10 @@ from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, Po
 
 from linter._fix import SAFE, UNSAFE, NodeFix
 from linter._positions import StatementPositions
-from linter.model._tree import descendants
+from linter.model.syntax._tree import descendants
 
 if TYPE_CHECKING:
-    from linter.model._project import ForeignSite, Project
+    from linter.model.project._project import ForeignSite, Project
 
 #: The rule offers no fix.
 NO_FIX = "none"
@@ -178,7 +178,7 @@ class ModuleContext:
             target = site.via  # a function grafted into a grafted one: its outer call
         if PositionProvider not in self._resolved:
             if self._statements is None:
-                from linter.model._module_index import module_index
+                from linter.model.syntax._module_index import module_index
 
                 self._statements = StatementPositions(
                     self.module, self.source, module_index(self).parent
@@ -191,10 +191,10 @@ class ModuleContext:
 
     def line_and_column(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of a call, loop or function (its ``def``) without position
-        metadata when CPython's parser can say (see `linter.model._line_numbers`)."""
+        metadata when CPython's parser can say (see `linter.model.syntax._line_numbers`)."""
         if self._lines is None:
-            from linter.model._line_numbers import line_numbers_cached
-            from linter.model._module_index import module_index
+            from linter.model.syntax._line_numbers import line_numbers_cached
+            from linter.model.syntax._module_index import module_index
 
             self._lines = line_numbers_cached(self.source, module_index(self)) or {}
         found = self._lines.get(node) if node not in self.foreign else None

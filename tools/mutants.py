@@ -447,7 +447,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "AMP011 takes a scaler key a save assigns for a restore (the program generator found it)",
-        "linter/model/_checkpoints.py",
+        "linter/model/values/_checkpoints.py",
         "if isinstance(node, cst.Subscript) and node not in written:",
         "if isinstance(node, cst.Subscript):",
         (
@@ -459,7 +459,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "AMP015 takes a SkipAwareScheduler for a skip flag (the program generator found it)",
-        "linter/model/_lr_schedulers.py",
+        "linter/model/steps/_lr_schedulers.py",
         "            self.self_holding.update(targets)\n"
         '            return  # a scheduler, though its class says "Skip": no flag\n'
         "        if qualified and SCHEDULER_CONSTRUCTOR.search(qualified):\n"

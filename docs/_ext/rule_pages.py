@@ -27,7 +27,7 @@ from linter._rule import FIX_AVAILABILITIES, NO_FIX, Example, Rule, RuleOption
 from linter._selection import OFF_BY_DEFAULT, enabled_rules, how_to_enable
 from linter.api import fix_source
 from linter.config import Settings
-from linter.model._across_files import ACROSS_FILES
+from linter.model.project._across_files import ACROSS_FILES
 from linter.rules import ALL_RULES
 
 logger = logging.getLogger(__name__)

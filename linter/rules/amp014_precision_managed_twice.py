@@ -7,18 +7,18 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
-from linter.model._dotted_names import dotted_name, import_aliases
-from linter.model._module_index import ModuleIndex, module_index, walk
-from linter.model._path_facts import PathFacts, path_facts
-from linter.model._precision_engines import (
+from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
+from linter.model.syntax._dotted_names import dotted_name, import_aliases
+from linter.model.syntax._module_index import ModuleIndex, module_index, walk
+from linter.model.syntax._path_facts import PathFacts, path_facts
+from linter.model.values._precision_engines import (
     DEEPSPEED_ENGINE,
     PrecisionEngine,
     beside,
     precision_engines,
     switched,
 )
-from linter.model._scaler_receivers import scaler_receivers
+from linter.model.values._scaler_receivers import scaler_receivers
 
 _WHAT_EACH_DOES = {
     "DeepSpeed": "casts the model, {scales}steps in its own optimizer (`engine.backward`, "

@@ -9,7 +9,7 @@ import libcst as cst
 from linter._fix import Edit, apply_edits
 from linter._fix_edits import Replacement, line_before, wrapped_in_call
 from linter._rule import ModuleContext
-from linter.model._module_index import module_index
+from linter.model.syntax._module_index import module_index
 
 
 def _applied(context: ModuleContext, replacement: Replacement) -> str:

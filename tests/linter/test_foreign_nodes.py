@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from linter._rule import ForeignNodes
-from linter.model._project import ForeignSite
-from linter.model._tree import descendants
+from linter.model.project._project import ForeignSite
+from linter.model.syntax._tree import descendants
 
 
 def _site(module: cst.Module, via: cst.CSTNode, line: int) -> ForeignSite:

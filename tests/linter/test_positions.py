@@ -10,7 +10,7 @@ import pytest
 from linter._parse import parse_module
 from linter._positions import StatementPositions
 from linter._rule import ModuleContext, positions_of
-from linter.model._module_index import ModuleIndex
+from linter.model.syntax._module_index import ModuleIndex
 
 SHAPES = {
     "decorated": """

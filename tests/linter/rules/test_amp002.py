@@ -13,7 +13,7 @@ from rule_runner import run_rule, run_rule_related
 from linter._rule import ModuleContext
 from linter.api import lint_paths
 from linter.config import ConfigError, load_settings
-from linter.model._bf16_families import BF16_FAMILIES, bf16_family
+from linter.model.values._bf16_families import BF16_FAMILIES, bf16_family
 from linter.rules import Fp16AmpWithBf16Checkpoint
 
 

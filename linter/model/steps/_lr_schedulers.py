@@ -1,0 +1,243 @@
+"""Learning-rate schedulers: which calls step one, and whether a step is held back when the
+optimizer step it follows was skipped.
+
+`GradScaler.step(optimizer)` skips the optimizer step when the gradients hold inf/NaN, and says so
+only through its return value (``None``) and the scale going down in ``update()``. A scheduler
+stepped after it regardless advances the schedule for a step that never happened. Code that
+knows this holds the scheduler back with a *skip check*:
+
+- a test that reads the scaler's scale or skip flag: ``if scale_before <= scaler.get_scale():``,
+  ``if not scaler.step_skipped():`` (ampscale), ``scaler._found_inf_per_device(...)``;
+- a test of a name bound from one (``optimizer_was_run = scale_before <= scaler.get_scale()``) or
+  from ``scaler.step(...)``'s return value, or a name that says so (``skipped``, ``overflow``,
+  ``found_inf``, ``optimizer_step_was_skipped``), or a non-finite check (``torch.isfinite``);
+- the same tests in an early ``continue``/``return`` before the scheduler's step.
+
+Schedulers that hold themselves back are not manual steps: ampscale's ``SkipAwareScheduler``, a
+scheduler returned by ``accelerator.prepare`` (Accelerate's ``AcceleratedScheduler`` skips when
+the optimizer step was skipped) or by ``deepspeed.initialize`` (the engine steps it).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
+from linter.model.syntax._module_index import ModuleIndex, walk
+from linter.model.steps._per_step import ACCUMULATION_WORDS, classify_guard, exits
+from linter.model.values._scaler_receivers import ScalerReceivers
+
+#: Qualified-name shapes of scheduler factories: torch's ``torch.optim.lr_scheduler.*``,
+#: transformers' ``get_*_schedule_with_warmup``/``get_scheduler``, timm's and detectron2's
+#: ``create_scheduler``/``build_lr_scheduler``, and classes named ``...LR``/``...Scheduler``.
+SCHEDULER_CONSTRUCTOR = re.compile(
+    r"(^|\.)lr_scheduler\.|(^|\.)get_\w*schedule|schedul\w*$|[a-z]LR$", re.IGNORECASE
+)
+#: Names that hold a scheduler by convention: ``scheduler``, ``lr_scheduler``, ``self.sched``,
+#: ``scheduler_g``, ``warmup_scheduler``.
+SCHEDULER_NAME = re.compile(r"^_*(\w+_)?(lr_)?sched(uler)?(_\w+|\d+)?$", re.IGNORECASE)
+#: ampscale's scheduler wrapper that advances only for applied optimizer steps.
+SKIP_AWARE_CONSTRUCTORS = frozenset(
+    {"scaler.SkipAwareScheduler", "ampscale.SkipAwareScheduler", "SkipAwareScheduler"}
+)
+#: Calls whose results include a scheduler that the framework holds back or steps itself.
+FRAMEWORK_OWNERS = frozenset({"prepare", "initialize"})
+#: Scaler methods and attributes whose value says whether the last step was skipped.
+SKIP_SIGNALS = frozenset(
+    {"get_scale", "step_skipped", "peek_scale", "_scale", "_found_inf_per_device", "found_inf"}
+)
+#: Names that say the step was (not) applied.
+SKIP_WORDS = re.compile(
+    r"skip|was_run|overflow|found_inf|(^|_)(infs?|nan)($|_)|isnan|finite|stepped|did_step|"
+    r"step_applied",
+    re.IGNORECASE,
+)
+
+
+class Hold(enum.Enum):
+    """What the code between a scheduler step and its iteration's start says about skipping."""
+
+    #: Nothing holds the step back: it runs on a skipped optimizer step too.
+    NEVER = "never"
+    #: A skip check holds it back.
+    SKIP_CHECK = "skip check"
+    #: A test the model cannot read (a periodic guard, an unknown flag): unknown stays unknown.
+    UNKNOWN = "unknown"
+
+
+class LrSchedulers:
+    """The scheduler steps of one module and the skip checks around them."""
+
+    def __init__(
+        self, index: ModuleIndex, aliases: ImportAliases, receivers: ScalerReceivers
+    ) -> None:
+        self._index = index
+        self._aliases = aliases
+        self._receivers = receivers
+        #: Dotted names assigned a scheduler constructor.
+        self.constructed: set[str] = set()
+        #: Dotted names bound to a scheduler that holds itself back (see the module docstring).
+        self.self_holding: set[str] = set()
+        #: Names bound from the scaler's skip signals or ``scaler.step()``'s result.
+        self._skip_flags: set[str] = set()
+        #: Dotted names assigned something that is no scheduler (``sched = Config()``).
+        self._other: set[str] = set()
+        for assign in index.nodes(cst.Assign):
+            self._record(assign)
+
+    def _record(self, assign: cst.Assign) -> None:
+        value = assign.value
+        targets = [
+            name
+            for target in assign.targets
+            for element in _elements(target.target)
+            if (name := dotted_name(element)) is not None
+        ]
+        callee = dotted_name(value.func) if isinstance(value, cst.Call) else None
+        qualified = self._aliases.qualify(callee) if callee else ""
+        if qualified in SKIP_AWARE_CONSTRUCTORS or last_part(qualified) in FRAMEWORK_OWNERS:
+            self.self_holding.update(targets)
+            return  # a scheduler, though its class says "Skip": no flag
+        if qualified and SCHEDULER_CONSTRUCTOR.search(qualified):
+            self.constructed.update(targets)
+            return
+        if qualified[:1].isupper() or last_part(qualified)[:1].isupper():
+            self._other.update(targets)
+        if self.reads_skip_signal(value):
+            self._skip_flags.update(targets)
+
+    def is_scheduler(self, node: cst.BaseExpression) -> bool:
+        """``node`` holds an LR scheduler that does not hold itself back."""
+        name = dotted_name(node)
+        if name is None or name in self.self_holding:
+            return False
+        if name in self.constructed:
+            return True
+        return name not in self._other and SCHEDULER_NAME.match(last_part(name)) is not None
+
+    def steps(self) -> Iterator[cst.Call]:
+        """``<scheduler>.step()`` calls with no arguments (``step(metric)`` is a plateau
+        scheduler, ``step(epoch)`` an epoch schedule), in source order."""
+        for call in self._index.calls_named(".step"):
+            if not call.args and self.is_scheduler(call.func.value):  # type: ignore[attr-defined]
+                yield call
+
+    def reads_skip_signal(self, node: cst.CSTNode) -> bool:
+        """``node`` reads whether a step was skipped: a scaler's scale or skip flag,
+        ``scaler.step(...)``'s result, a non-finite test, or a name bound from one."""
+        for part in walk(node):
+            if isinstance(part, cst.Attribute):
+                if part.attr.value in SKIP_SIGNALS and self._receivers.looks_like(part.value):
+                    return True
+                if part.attr.value == "step" and self._receivers.looks_like(part.value):
+                    return True
+            name = dotted_name(part) if isinstance(part, cst.Name | cst.Attribute) else None
+            if name is not None and (
+                name in self._skip_flags or SKIP_WORDS.search(last_part(name))
+            ):
+                return True
+        return False
+
+    def hold(self, call: cst.Call, scope: cst.CSTNode) -> Hold:
+        """Whether anything between ``scope`` (the iteration's loop or function) and ``call``
+        holds the scheduler step back on a skipped optimizer step."""
+        child: cst.CSTNode = call
+        found = Hold.NEVER
+        for ancestor in self._index.ancestors(call):
+            if ancestor is scope:
+                break
+            if isinstance(ancestor, cst.If):
+                found = _worst(found, self._test_hold(ancestor.test, call))
+            elif isinstance(ancestor, cst.IndentedBlock):
+                for statement in ancestor.body:
+                    if statement is child:
+                        break
+                    if (
+                        isinstance(statement, cst.If)
+                        and exits(statement.body)
+                        and self.reads_skip_signal(statement.test)
+                    ):
+                        return Hold.SKIP_CHECK
+            child = ancestor
+        return found
+
+    def _test_hold(self, test: cst.BaseExpression, call: cst.Call) -> Hold:
+        if self.reads_skip_signal(test):
+            return Hold.SKIP_CHECK
+        if classify_guard(test) is not None:
+            return Hold.UNKNOWN  # periodic or one-off: not every iteration anyway
+        names = [dotted_name(part) for part in walk(test) if isinstance(part, cst.Name)]
+        if any(name and ACCUMULATION_WORDS.search(name) for name in names):
+            return Hold.NEVER  # the accumulation boundary runs on every optimizer step
+        scheduler = dotted_name(call.func.value)  # type: ignore[attr-defined]
+        spelled = {dotted_name(p) for p in walk(test) if isinstance(p, cst.BaseExpression)}
+        if scheduler and scheduler in spelled:
+            return Hold.NEVER  # `if scheduler is not None:`
+        if _is_flag(test) or _is_setting_comparison(test):
+            return Hold.NEVER  # `if args.use_scheduler:`: configuration, not the step's outcome
+        return Hold.UNKNOWN
+
+
+def _worst(a: Hold, b: Hold) -> Hold:
+    """A skip check anywhere wins; else an unknown test keeps the answer unknown."""
+    for hold in (Hold.SKIP_CHECK, Hold.UNKNOWN):
+        if hold in (a, b):
+            return hold
+    return Hold.NEVER
+
+
+def _is_flag(test: cst.BaseExpression) -> bool:
+    """A dotted name, negated or not: ``args.warmup``, ``not self.cfg.fixed_lr``."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    return dotted_name(test) is not None
+
+
+def _is_setting_comparison(test: cst.BaseExpression) -> bool:
+    """A setting compared with a string or ``None`` (``self.step_after == "batch"``,
+    ``cfg.metric is None``, ``mode in ("step", "batch")``), alone or joined by ``and``/``or``:
+    the same answer on every iteration of a run, so it says nothing about a skipped step."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.BooleanOperation):
+        return all(
+            _is_flag(part) or _is_setting_comparison(part) for part in (test.left, test.right)
+        )
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comparator = test.comparisons[0].comparator
+    if isinstance(comparator, cst.Tuple | cst.List | cst.Set):
+        settings = [element.value for element in comparator.elements]
+    else:
+        settings = [comparator]
+    return (
+        dotted_name(test.left) is not None
+        and bool(settings)
+        and all(_is_setting(value) for value in settings)
+    )
+
+
+def _is_setting(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.SimpleString) or (
+        isinstance(value, cst.Name) and value.value == "None"
+    )
+
+
+def _elements(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    if isinstance(target, cst.Tuple | cst.List):
+        for element in target.elements:
+            yield from _elements(element.value)
+    else:
+        yield target
+
+
+def lr_schedulers(index: ModuleIndex, receivers: ScalerReceivers) -> LrSchedulers:
+    """The module's `LrSchedulers`, built once and shared."""
+    return index.shared(
+        LrSchedulers,
+        lambda: LrSchedulers(index, import_aliases(index), receivers),
+    )
