@@ -3,7 +3,8 @@ signature: AMP004's fix, as node replacements.
 
 ``torch.cuda.amp.autocast(False)`` must become ``torch.amp.autocast("cuda", enabled=False)``,
 not ``torch.amp.autocast("cuda", False)``: ``torch.amp`` takes the device first, so positional
-arguments become keywords (`linter.model.values._deprecated_amp_api.DEPRECATED` lists each callable's
+arguments become keywords (`linter.model.values._deprecated_amp_api.DEPRECATED` lists each
+callable's
 parameters). An import is pointed at ``torch.amp`` and keeps the names it binds, and every use
 of those names is rewritten in the same fix, or none is: half a rename breaks the other half.
 """
@@ -14,6 +15,7 @@ import libcst as cst
 
 from linter._fix import SAFE, UNSAFE, NodeFix
 from linter.model.syntax._bindings import Bindings
+from linter.model.syntax._dotted_names import dotted_name, last_part
 from linter.model.values._deprecated_amp_api import (
     DEPRECATED,
     DEVICE_FIRST,
@@ -26,7 +28,6 @@ from linter.model.values._deprecated_amp_api import (
     local_name,
     new_spelling,
 )
-from linter.model.syntax._dotted_names import dotted_name, last_part
 
 _NO_SPACE = cst.AssignEqual(
     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")

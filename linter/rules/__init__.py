@@ -39,6 +39,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     SchedulerStepsOnSkippedStep,
     UnusedNoqa,
 )
+UnusedNoqa.registered_codes = frozenset(rule.code for rule in ALL_RULES)
 
 __all__ = [
     "ALL_RULES",

@@ -10,9 +10,7 @@ from linter._fix import UNSAFE, NodeFix
 from linter._fix_edits import line_before
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model.steps._accelerate_backwards import accelerate_backwards, may_scale_fp16
-from linter.model.syntax._dotted_names import dotted_name, last_part
 from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model.syntax._module_index import ModuleIndex, module_index
 from linter.model.steps._scaled_clips import (
     ScaledClip,
     in_a_nested_loop,
@@ -20,6 +18,8 @@ from linter.model.steps._scaled_clips import (
     under_the_steps_conditions,
 )
 from linter.model.steps._unscaling import may_run_before, unscaling_calls
+from linter.model.syntax._dotted_names import dotted_name, last_part
+from linter.model.syntax._module_index import ModuleIndex, module_index
 
 
 class ClipBeforeUnscale(Rule):

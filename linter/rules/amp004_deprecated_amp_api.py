@@ -10,6 +10,9 @@ from linter._amp_api_rewrite import direct_fix, import_fix
 from linter._fix import SAFE, UNSAFE
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model.syntax._bindings import bindings
+from linter.model.syntax._dotted_names import ImportAliases, dotted_name
+from linter.model.syntax._module_index import module_index
+from linter.model.syntax._version_guards import CompatFallbacks
 from linter.model.values._deprecated_amp_api import (
     CURRENT_API,
     DEPRECATED,
@@ -21,9 +24,6 @@ from linter.model.values._deprecated_amp_api import (
     local_name,
     new_spelling,
 )
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name
-from linter.model.syntax._module_index import module_index
-from linter.model.syntax._version_guards import CompatFallbacks
 
 
 class DeprecatedAmpApi(Rule):

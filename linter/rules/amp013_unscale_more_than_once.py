@@ -7,7 +7,6 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.syntax._dotted_names import words
 from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
 from linter.model.steps._loop_passes import (
     breaks,
@@ -16,6 +15,7 @@ from linter.model.steps._loop_passes import (
     mentions,
     per_pass_names,
 )
+from linter.model.syntax._dotted_names import words
 from linter.model.syntax._module_index import ModuleIndex, module_index
 from linter.model.values._scaler_identity import is_disabled, same_scaler
 

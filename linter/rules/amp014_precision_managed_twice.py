@@ -7,10 +7,10 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
 from linter.model.syntax._dotted_names import dotted_name, import_aliases
 from linter.model.syntax._module_index import ModuleIndex, module_index, walk
 from linter.model.syntax._path_facts import PathFacts, path_facts
+from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
 from linter.model.values._precision_engines import (
     DEEPSPEED_ENGINE,
     PrecisionEngine,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import ClassVar
 
 from linter._fix import SAFE, NodeFix
 from linter._noqa import OUR_PREFIX, comment_without_codes
@@ -68,6 +69,10 @@ class UnusedNoqa(FindingsRule):
     summary = "a '# noqa' names an amp-lint code that suppresses nothing on its line"
     triggers = (OUR_PREFIX,)
     fix_availability = SAFE
+    #: The code of every registered rule: what a ``# noqa`` may name. The registry
+    #: (`linter.rules`) fills it in where it lists the rules, so that this rule, one of those it
+    #: lists, need not import the registry back.
+    registered_codes: ClassVar[frozenset[str]] = frozenset()
     valid = (
         Example(
             """\
@@ -148,7 +153,4 @@ def _finding(
 
 
 def _registered_codes() -> frozenset[str]:
-    # The registry imports this module, so it is read when the rule runs, not when it loads.
-    from linter.rules import ALL_RULES
-
-    return frozenset(rule.code for rule in ALL_RULES)
+    return UnusedNoqa.registered_codes

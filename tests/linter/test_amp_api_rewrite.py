@@ -11,9 +11,9 @@ from linter._amp_api_rewrite import direct_fix, import_fix
 from linter._fix import SAFE, UNSAFE, Edit, NodeFix, apply_edits
 from linter._rule import ModuleContext
 from linter.model.syntax._bindings import bindings
-from linter.model.values._deprecated_amp_api import Use, deprecated_uses
 from linter.model.syntax._dotted_names import ImportAliases
 from linter.model.syntax._module_index import ModuleIndex, module_index
+from linter.model.values._deprecated_amp_api import Use, deprecated_uses
 
 
 def _applied(context: ModuleContext, fix: NodeFix) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from linter._rule import ForeignNodes
-from linter.model.project._project import ForeignSite
+from linter.model.project._module_context import ForeignSite
 from linter.model.syntax._tree import descendants
 
 

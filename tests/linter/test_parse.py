@@ -12,10 +12,10 @@ import linter.rules
 from linter._engine import lint_text
 from linter._parse import parse_module
 from linter._rule import ModuleContext, Rule
-from linter.model.syntax._module_index import module_index
-from linter.model.project._project import Project
 from linter.model.assembly._project_build import SummaryStore, build_project
-from linter.model.project._summary_store import summarise_file
+from linter.model.assembly._summary_making import summarise_file
+from linter.model.project._project import Project
+from linter.model.syntax._module_index import module_index
 
 PROJECTS = Path(__file__).parent / "fixtures" / "projects"
 PROJECT = PROJECTS / "amp001_pos_engine_and_main"

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 from linter._garbage_collection import freeze_survivors, raise_threshold
 from linter._source import SourceError, load_document, read_source
+from linter.model.assembly._summary_making import SUMMARY_MAKER, summarise_file
 from linter.model.project._file_facts import FactsStore, FileFacts, content_digest
 from linter.model.project._imports import ModuleFiles, find_root
 from linter.model.project._project import Project, caller_digests
 from linter.model.project._summary import SUMMARY_FORMAT, ModuleSummary
-from linter.model.project._summary_store import Summaries, SummaryStore, summarise_file
+from linter.model.project._summary_store import Summaries, SummaryStore
 
 __all__ = [
     "Summaries",
@@ -100,7 +101,8 @@ def build_project(
     names, so one file alone gets the findings a run over the whole tree gives it.
     ``buffers`` hold the unsaved text of files an editor has open (read instead of the disk).
     ``wants_key`` names the rules behind ``wants`` and ``seeds``: with it, the files' facts are
-    kept for the next run (see `linter.model.project._file_facts`). ``seeds`` tests a file the project
+    kept for the next run (see `linter.model.project._file_facts`). ``seeds`` tests a file the
+    project
     summarises although ``wants`` does not pass it (the trigger words of the rules a run knows
     but did not select)."""
     return build_projects(
@@ -240,7 +242,7 @@ def _plan(
         elif targets & amp:
             chosen.add(path)
     chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
-    plan = _Planned(module_files, Summaries(store), [], {}, facts, facts_store)
+    plan = _Planned(module_files, Summaries(store, SUMMARY_MAKER), [], {}, facts, facts_store)
     for path in sorted(chosen):
         known = facts.get(path)
         if known is None:

@@ -1,7 +1,8 @@
 """What each rule follows into the project's other files, as its docs page says it.
 
 Data beside the model rather than in the rules: it describes which of the project's questions
-(see `linter.model.project._project`) a rule's analyses ask, and the docs page of every rule shows its
+(see `linter.model.project._project`) a rule's analyses ask, and the docs page of every rule shows
+its
 entry under "Across files".
 """
 

@@ -4,13 +4,15 @@ Other modules ask of most summarised modules only their names: imports, classes 
 bases, functions and their sources, the calls they make. CPython's ``ast`` gives those at a
 fifth of libcst's parse time. Two things need libcst's analyses: whether a function or a call
 site runs every step (`linter.model.steps._per_step`) and the AMP values a module exports
-(`linter.model.values._exported_values`). An outline leaves them out and names the content it was made
+(`linter.model.values._exported_values`). An outline leaves them out and names the content it was
+made
 from (`ModuleSummary.deferred`); the project makes the full summary of that content the first
 time a question needs one (`Project.call_reason`, `Project.function_reason`,
 `Project.values_of`), and keeps it in the summary store. Values are left out only when the
 module's text may hold one (`outline_fits`); otherwise the outline knows there are none.
 
-An outline holds exactly what `linter.model.project._summary.summarize` gives the same file, less those
+An outline holds exactly what `linter.model.project._summary.summarize` gives the same file, less
+those
 reasons and values (``tests/linter/model/test_outline.py`` checks it on every fixture); a file
 CPython's parser rejects gets the full summary.
 """
@@ -27,8 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
-from linter.model.values._exported_values import possible_kinds
-from linter.model.syntax._line_numbers import column_of
 from linter.model.project._summary import (
     CONSTANT_CHARS,
     DOTTED,
@@ -40,6 +40,8 @@ from linter.model.project._summary import (
     graft_words,
     receiver_class,
 )
+from linter.model.project._value_records import possible_kinds
+from linter.model.syntax._line_numbers import column_of
 
 __all__ = ["outline", "outline_fits"]
 
@@ -123,7 +125,8 @@ class _Walk:
     starts: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # Split as `linter.model.syntax._line_numbers` splits: the sources match the libcst summary's.
+        # Split as `linter.model.syntax._line_numbers` splits: the sources match the libcst
+        # summary's.
         self.lines = self.text.splitlines()
 
     def visit(self, tree: ast.Module) -> None:

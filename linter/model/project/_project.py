@@ -25,20 +25,22 @@ import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from linter._parse import parse_module, parse_module_anew
-from linter._rule import positions_of
 from linter._source import SourceError, read_source
-from linter.model.values._exported_values import VALUE_KINDS, ValueRecord
 from linter.model.project._file_facts import FileFacts
 from linter.model.project._imports import ModuleFiles
-from linter.model.syntax._line_numbers import call_lines
-from linter.model.syntax._module_index import MAX_CALL_DEPTH, module_index
-from linter.model.steps._per_step import GENERIC_METHOD_NAMES
+from linter.model.project._module_context import (
+    ForeignSite,
+    Found,
+    FunctionRef,
+    ModuleContext,
+    positions_of,
+)
 from linter.model.project._summary import (
+    GENERIC_METHOD_NAMES,
     CallRecord,
     ClassRecord,
     FunctionRecord,
@@ -49,21 +51,17 @@ from linter.model.project._summary import (
     receiver_type,
     written_callee,
 )
-from linter.model.project._summary_store import Summaries, full_summary, values_summary
+from linter.model.project._summary_store import Summaries, SummaryMaker
+from linter.model.project._value_records import VALUE_KINDS, ValueRecord
+from linter.model.syntax._line_numbers import call_lines
+from linter.model.syntax._module_index import MAX_CALL_DEPTH, module_index
 from linter.model.syntax._tree import descendants, walk
-
-if TYPE_CHECKING:
-    from linter._rule import ModuleContext
 
 #: An identifier, as a file's text names a function or class.
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 #: How many re-exports deep a name is followed (``from .engine import train`` in an
 #: ``__init__.py`` that another module imports from).
 _REEXPORT_DEPTH = 4
-#: What `Project.resolve` finds besides a function: ``("class", path, name)``,
-#: ``("module", path)``, ``("function", path, qualname)``, ``("constant", path, name, text)``,
-#: or ``()`` for nothing.
-_Found = tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,33 +73,6 @@ class _Deferred:
     #: (line, column, callee) of a call site -> (its reason, whether it is open).
     sites: dict[tuple[int, int, str], tuple[str | None, bool]]
     values: tuple[ValueRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class FunctionRef:
-    """A function or method of the project."""
-
-    #: Absolute path of its module's file.
-    path: str
-    #: ``train_one_epoch`` or ``Trainer.train_step``.
-    qualname: str
-
-
-@dataclass(frozen=True, slots=True)
-class ForeignSite:
-    """Where a grafted node really is: a function of another file, hung under a local call."""
-
-    #: The local node the function is grafted under (positions inside map to it): the call
-    #: that runs it, or — for a caller of a local function — the parameter it passes.
-    via: cst.CSTNode
-    #: The function's file, relative to the project root when under it.
-    path: str
-    #: The called function's qualified name.
-    qualname: str
-    #: Line of the function's ``def`` in its file (the graft's line 1).
-    first_line: int
-    #: The small module parsed from the summary's source (for positions inside it).
-    module: cst.Module
 
 
 def caller_digests(summaries: Mapping[str, ModuleSummary]) -> dict[str, str]:
@@ -128,8 +99,14 @@ class Project:
         facts: Mapping[str, FileFacts] | None = None,
         caller_digests: dict[str, str] | None = None,
         buffers: Mapping[str, bytes] | None = None,
+        *,
+        maker: SummaryMaker | None = None,
     ) -> None:
         self.files = files
+        #: How a full summary (or its values alone) is made for an outline when a question
+        #: needs one: the `Summaries`' maker when the project reads through one, else this;
+        #: without either, what an outline left out stays unknown.
+        self._maker = summaries.maker if isinstance(summaries, Summaries) else maker
         #: path -> summary (a mapping that may load them when first asked for).
         self.summaries = summaries if isinstance(summaries, Summaries) else dict(summaries)
         #: path -> what the plan knew of each project file (its digest, whether it mentions a
@@ -160,7 +137,7 @@ class Project:
         #: when unknown (the file changed since).
         self._deferred: dict[tuple[str, str], _Deferred | None] = {}
         #: The same key -> the outline's values, made alone when values were asked first (no
-        #: per-step reason: see `values_summary`); none when unknown.
+        #: per-step reason: see `SummaryMaker.values`); none when unknown.
         self._values: dict[tuple[str, str], tuple[ValueRecord, ...]] = {}
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -184,7 +161,7 @@ class Project:
 
     # -- names --------------------------------------------------------------------------------
 
-    def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | _Found | None:
+    def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | Found | None:
         """What ``dotted`` names in module ``path``: a `FunctionRef`, ``("class", path, name)``,
         ``("module", path)``, or None when it is not the project's."""
         summary = self.summary(path)
@@ -201,7 +178,7 @@ class Project:
             )
             if target is None:
                 return None
-            start: _Found = ("module", target.path)
+            start: Found = ("module", target.path)
             if target.attribute is not None:
                 start = self._member(target.path, target.attribute, depth + 1)
             return self._walk(start, parts[cut:], depth + 1)
@@ -240,7 +217,7 @@ class Project:
         return None
 
     @staticmethod
-    def _defined(summary: ModuleSummary, name: str) -> _Found:
+    def _defined(summary: ModuleSummary, name: str) -> Found:
         if summary.function(name) is not None:
             return ("function", summary.path, name)
         if summary.class_named(name) is not None:
@@ -264,7 +241,7 @@ class Project:
         except Exception:  # a summary from another libcst version
             return None
 
-    def _member(self, path: str, name: str, depth: int) -> _Found:
+    def _member(self, path: str, name: str, depth: int) -> Found:
         """``name`` in module ``path``: defined there, or imported there (a re-export)."""
         summary = self.summary(path)
         if summary is None:
@@ -277,7 +254,7 @@ class Project:
             return ("function", found.path, found.qualname)
         return found or ()
 
-    def _walk(self, start: _Found, rest: list[str], depth: int) -> FunctionRef | _Found | None:
+    def _walk(self, start: Found, rest: list[str], depth: int) -> FunctionRef | Found | None:
         current = start
         for part in rest:
             if not current:
@@ -600,9 +577,9 @@ class Project:
             ask = self.summaries.values_only if values_only else self.summaries.full
             return ask(path, outlined, lambda: self._content(path))
         data = self._content(path)
-        if data is None:
+        if data is None or self._maker is None:
             return None
-        return (values_summary if values_only else full_summary)(path, data, outlined)
+        return (self._maker.values if values_only else self._maker.full)(path, data, outlined)
 
     def _content(self, path: str) -> bytes | None:
         """A file's content now: an editor's buffer, else the disk; None when unreadable."""
@@ -858,7 +835,8 @@ def _calls_by_line(
     """(line, callee) -> the first call of that callee starting on that line of ``module`` (the
     parse of ``source``; ``nodes``, its function's code nodes in source order): computed once
     per parsed function, however many of its calls are asked for. The lines are CPython's, as
-    the summaries' call lines are (`linter.model.syntax._line_numbers`); generating the positions of a
+    the summaries' call lines are (`linter.model.syntax._line_numbers`); generating the positions
+    of a
     large caller instead was a third of a cold lint of sd-scripts' SDXL pipeline."""
     calls = [node for node in nodes if isinstance(node, cst.Call)]
     lines = call_lines(source, calls)

@@ -15,19 +15,14 @@ import hashlib
 import json
 import operator
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import libcst as cst
 
-from linter._rule import ModuleContext
+from linter.model.project._value_records import ValueRecord
 from linter.model.syntax._dotted_names import dotted_name
-from linter.model.values._exported_values import ValueRecord, value_records
-from linter.model.syntax._line_numbers import function_source
-from linter.model.syntax._module_index import module_index
-from linter.model.steps._per_step import PerStepAnalysis
-from linter.model.values._scaler_receivers import scaler_receivers
 
 #: Bumped whenever the summary layout or what goes into it changes.
 SUMMARY_FORMAT = 8
@@ -73,6 +68,30 @@ def graft_words(source: str) -> tuple[str, ...]:
         if word in source
         and (word not in _METHOD_WORDS or _METHOD_WORDS[word].search(source) is not None)
     )
+
+
+#: Method names too common to follow through ``obj.name()`` calls; ``self.name()`` still counts.
+GENERIC_METHOD_NAMES = frozenset(
+    {
+        "__init__",
+        "__call__",
+        "step",
+        "update",
+        "forward",
+        "run",
+        "get",
+        "set",
+        "reset",
+        "close",
+        "start",
+        "stop",
+        "save",
+        "load",
+        "log",
+        "state_dict",
+        "load_state_dict",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +178,16 @@ class ModuleSummary:
     #: Whether the module mentions any rule's trigger word (it was parsed for its own sake).
     has_amp: bool = False
     #: GradScalers, autocasts and precision engines other modules reach: its globals, its
-    #: classes' ``self.`` attributes, its functions' returns (`linter.model.values._exported_values`).
+    #: classes' ``self.`` attributes, its functions' returns
+    #: (`linter.model.values._exported_values`).
     values: tuple[ValueRecord, ...] = ()
-    #: For an outline (`linter.model.project._outline`), the sha256 of the content it was made from: its
+    #: For an outline (`linter.model.project._outline`), the sha256 of the content it was made
+    #: from: its
     #: per-step reasons were left out, and the project computes them from that content when a
     #: query needs them. ``""`` for a full summary.
     deferred: str = ""
-    #: The kinds of value (`linter.model.values._exported_values.possible_kinds`) an outline left out
+    #: The kinds of value (`linter.model.values._exported_values.possible_kinds`) an outline left
+    #: out
     #: of `values` because its text may hold one: the project computes them as it computes the
     #: reasons, when a question wants one of those kinds. Empty when the outline knows there
     #: are none, and in a full summary.
@@ -269,66 +291,6 @@ def empty_summary(path: str) -> ModuleSummary:
     return ModuleSummary(path)
 
 
-def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSummary:
-    """The summary of one parsed module; ``path`` is its absolute path."""
-    index = module_index(context)
-    receivers = scaler_receivers(index)
-    analysis = PerStepAnalysis(context, index, receivers.is_scaler_method_call, use_project=False)
-    functions = []
-    for function in index.nodes(cst.FunctionDef):
-        qualname = qualified_name(index, function)
-        if qualname is None:
-            continue
-        line, column = context.line_and_column(function)
-        functions.append(
-            FunctionRecord(
-                qualname,
-                line,
-                column,
-                analysis.function_reason(function),
-                source := function_source(context.source, index, function)
-                or _dedented_source(context.module, function),
-                graft_words(source),
-            )
-        )
-    calls = []
-    constructed = constructed_receivers(index)
-    for call in index.nodes(cst.Call):
-        callee = written_callee(call)
-        if callee is None:
-            continue
-        enclosing = index.enclosing_function(call)
-        caller = qualified_name(index, enclosing) if enclosing is not None else ""
-        if caller is None:
-            continue
-        reason, open_site = analysis.call_site(call)
-        cls = index.enclosing_class(call)
-        line, column = context.line_and_column(call)
-        calls.append(
-            CallRecord(
-                callee,
-                line,
-                column,
-                reason,
-                open_site,
-                caller,
-                cls.name.value if cls is not None else None,
-                receiver_type(index, constructed, call, enclosing, cls),
-            )
-        )
-    return ModuleSummary(
-        path=path,
-        imports=tuple(_imports(index)),
-        sys_path=tuple(_sys_path_inserts(index)),
-        functions=tuple(functions),
-        classes=tuple(_classes(index)),
-        calls=tuple(calls),
-        constants=tuple(_constants(index)),
-        has_amp=has_amp,
-        values=tuple(value_records(context, index)),
-    )
-
-
 def qualified_name(index: Any, function: cst.FunctionDef) -> str | None:
     """``f`` for a module-level function, ``C.m`` for a method of a module-level class; None
     for functions nested in functions (only their own module calls them)."""
@@ -342,43 +304,6 @@ def qualified_name(index: Any, function: cst.FunctionDef) -> str | None:
             owner = ancestor
     name = function.name.value
     return f"{owner.name.value}.{name}" if owner is not None else name
-
-
-def _dedented_source(module: cst.Module, function: cst.FunctionDef) -> str:
-    # Decorators are left out: the body and the signature are what callers need.
-    return module.code_for_node(function.with_changes(decorators=(), leading_lines=()))
-
-
-def _imports(index: Any) -> Iterator[ImportRecord]:
-    for statement in index.nodes(cst.Import):
-        for alias in statement.names:
-            full = dotted_name(alias.name) or ""
-            if alias.asname is not None:
-                local = dotted_name(alias.asname.name) or full
-                yield ImportRecord(local, full, None)
-            else:
-                yield ImportRecord(full.partition(".")[0], full.partition(".")[0], None)
-                if "." in full:
-                    yield ImportRecord(full, full, None)
-    for statement in index.nodes(cst.ImportFrom):
-        if isinstance(statement.names, cst.ImportStar):
-            continue
-        module = dotted_name(statement.module) if statement.module is not None else ""
-        level = len(statement.relative)
-        for alias in statement.names:
-            imported = dotted_name(alias.name) or ""
-            bound = dotted_name(alias.asname.name) if alias.asname is not None else imported
-            yield ImportRecord(bound or imported, module or "", imported, level)
-
-
-def _sys_path_inserts(index: Any) -> Iterator[str]:
-    """``sys.path.insert(0, "..")``/``sys.path.append("src")`` with a literal folder."""
-    for call in index.calls_named(".insert") + index.calls_named(".append"):
-        if dotted_name(call.func.value) != "sys.path" or not call.args:
-            continue
-        value = call.args[-1].value
-        if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
-            yield value.evaluated_value
 
 
 def constructed_receivers(index: Any) -> dict[tuple[cst.CSTNode | None, str], str | None]:
@@ -508,34 +433,3 @@ DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 #: Longest value source kept for a module-level constant.
 CONSTANT_CHARS = 200
-
-
-def _constants(index: Any) -> Iterator[tuple[str, str]]:
-    counts: dict[str, int] = {}
-    values: dict[str, cst.BaseExpression] = {}
-    for assign in index.nodes(cst.Assign):
-        module_level = isinstance(index.parent.get(index.parent.get(assign)), cst.Module)
-        for target in assign.targets:
-            name = dotted_name(target.target) if isinstance(target.target, cst.Name) else None
-            if name is None:
-                continue
-            counts[name] = counts.get(name, 0) + 1
-            if module_level:
-                values[name] = assign.value
-    for name, value in values.items():
-        text = index.module.code_for_node(value).strip()
-        if counts[name] == 1 and len(text) <= CONSTANT_CHARS:
-            yield name, text
-
-
-def _classes(index: Any) -> Iterator[ClassRecord]:
-    for cls in index.nodes(cst.ClassDef):
-        if any(isinstance(a, cst.FunctionDef | cst.ClassDef) for a in index.ancestors(cls)):
-            continue
-        bases = tuple(name for base in cls.bases if (name := dotted_name(base.value)) is not None)
-        methods = tuple(
-            statement.name.value
-            for statement in cls.body.body
-            if isinstance(statement, cst.FunctionDef)
-        )
-        yield ClassRecord(cls.name.value, bases, methods)

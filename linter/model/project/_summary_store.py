@@ -7,17 +7,29 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from linter._atomic_write import WriteError, write_atomically
-from linter._parse import parse_module, parse_module_anew
-from linter._rule import ModuleContext
-from linter._source import SourceError, load_document, read_source
-from linter.model.values._exported_values import value_records
-from linter.model.project._file_facts import content_digest
-from linter.model.syntax._line_numbers import lines_aside
-from linter.model.syntax._module_index import index_aside, module_index
-from linter.model.project._outline import outline
-from linter.model.project._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary, summarize
+from linter._source import SourceError, read_source
+from linter.model.project._summary import SUMMARY_FORMAT, ModuleSummary, empty_summary
+
+__all__ = ["Summaries", "SummaryMaker", "SummaryStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryMaker:
+    """How summaries are made from a file's content. The project only reads summaries; making
+    one takes every analysis of the model (`linter.model.assembly._summary_making`), so the
+    layer above hands its maker down rather than the project reaching up for it."""
+
+    #: (path, content, whether it mentions a trigger word) -> its summary: an outline when
+    #: CPython's parser takes the file, libcst's full summary otherwise, empty when neither can.
+    file: Callable[[tuple[str, bytes, bool]], ModuleSummary]
+    #: (path, content, its outline) -> the full summary of the content the outline was made
+    #: from; None when the content changed since or cannot be parsed.
+    full: Callable[[str, bytes, ModuleSummary], ModuleSummary | None]
+    #: ...the summary holding only that content's AMP values (`ModuleSummary.values`).
+    values: Callable[[str, bytes, ModuleSummary], ModuleSummary | None]
 
 
 class SummaryStore:
@@ -81,8 +93,10 @@ class Summaries(Mapping[str, ModuleSummary]):
     a tree reads only that repository's. A summary missing from the store after all (a cache
     pruned meanwhile) is made again from the file."""
 
-    def __init__(self, store: SummaryStore) -> None:
+    def __init__(self, store: SummaryStore, maker: SummaryMaker) -> None:
         self._store = store
+        #: How a summary the store lacks is made again, and a full one made when asked for.
+        self.maker = maker
         self._loaded: dict[str, ModuleSummary] = {}
         #: path -> (store key, whether the file mentions a trigger word) of the summaries
         #: not loaded yet.
@@ -116,7 +130,7 @@ class Summaries(Mapping[str, ModuleSummary]):
         summary = self._store.load(key)
         if summary is None:
             try:
-                summary = summarise_file((path, read_source(path), has_amp))
+                summary = self.maker.file((path, read_source(path), has_amp))
             except SourceError:
                 summary = empty_summary(path)
         self._loaded[path] = summary
@@ -132,7 +146,7 @@ class Summaries(Mapping[str, ModuleSummary]):
         key = self._store.key(path, outlined.deferred)
         found = self._store.load_full(key)
         if found is None and (data := read()) is not None:
-            found = full_summary(path, data, outlined)
+            found = self.maker.full(path, data, outlined)
             if found is not None:
                 self._store.store_full(key, found)
         return found
@@ -141,12 +155,12 @@ class Summaries(Mapping[str, ModuleSummary]):
         self, path: str, outlined: ModuleSummary, read: Callable[[], bytes | None]
     ) -> ModuleSummary | None:
         """The summary holding only the values of the content the outline of ``path`` was made
-        from (`values_summary`): the full summary's when an earlier question made that, else
+        from (`SummaryMaker.values`): the full summary's when an earlier question made that, else
         as `full` does, from the store or from what ``read`` gives, kept for the next run."""
         key = self._store.key(path, outlined.deferred)
         found = self._store.load_full(key) or self._store.load_values(key)
         if found is None and (data := read()) is not None:
-            found = values_summary(path, data, outlined)
+            found = self.maker.values(path, data, outlined)
             if found is not None:
                 self._store.store_values(key, found)
         return found
@@ -163,71 +177,3 @@ class Summaries(Mapping[str, ModuleSummary]):
 
     def __len__(self) -> int:
         return len(self._loaded.keys() | self._stored.keys())
-
-
-def summarise_file(item: tuple[str, bytes, bool]) -> ModuleSummary:
-    """Summarise one file as an outline (`linter.model.project._outline`: its per-step reasons and AMP
-    values are computed when a query needs them, see `full_summary`); a file CPython's parser
-    rejects gets libcst's full summary, and one neither can read or parse offers nothing."""
-    path, data, has_amp = item
-    try:
-        text = load_document(path, data).text
-        found = outline(path, text, content_digest(data), has_amp=has_amp)
-        if found is None:
-            module = parse_module(text)
-            found = summarize(ModuleContext(path, text, module), path, has_amp=has_amp)
-    except Exception:  # the file's own lint reports why; its summary is simply empty
-        return empty_summary(path)
-    # Written out here, in the worker: the process that stores every summary only hashes it.
-    found.keep_text()
-    return found
-
-
-def full_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSummary | None:
-    """The full summary of the file an outline stands for, from ``data`` (its content now), or
-    None when that content is not what the outline was made from (changed since: its reasons
-    are unknown, not guessed)."""
-    return _from_parse(
-        path,
-        data,
-        outlined,
-        lambda context: summarize(context, path, has_amp=outlined.has_amp),
-    )
-
-
-def values_summary(path: str, data: bytes, outlined: ModuleSummary) -> ModuleSummary | None:
-    """A summary of the file an outline stands for that holds only its AMP values, exactly the
-    full summary's (`full_summary`, None as there): a question about values needs no per-step
-    reason, and summarising the rest is most of a full summary's time (a 3,800-line trainer:
-    1.2 s besides its 0.4 s parse, half of it the per-step reasons). In a cold run of the
-    55-repository sample, 54 of the 108 full summaries were made for values alone and took 10.1
-    of their 13.6 CPU s; made alone, those take 6.0 s."""
-    return _from_parse(
-        path,
-        data,
-        outlined,
-        lambda context: ModuleSummary(
-            path,
-            has_amp=outlined.has_amp,
-            values=tuple(value_records(context, module_index(context))),
-        ),
-    )
-
-
-def _from_parse(
-    path: str,
-    data: bytes,
-    outlined: ModuleSummary,
-    make: Callable[[ModuleContext], ModuleSummary],
-) -> ModuleSummary | None:
-    """``make`` applied to libcst's parse of ``data``, None when ``data`` is not the content the
-    outline was made from or cannot be parsed."""
-    if content_digest(data) != outlined.deferred:
-        return None
-    # Made while another module is linted: its parse, index and line map must stay the last.
-    with index_aside(), lines_aside():
-        try:
-            text = load_document(path, data).text
-            return make(ModuleContext(path, text, parse_module_anew(text)))
-        except Exception:  # as in `summarise_file`: a file that cannot be parsed offers nothing
-            return None

@@ -1,7 +1,8 @@
 """The dtype an expression takes from a loaded config: ``getattr(torch, cfg.dtype)``,
 ``{"bf16": torch.bfloat16, "fp16": torch.float16}[cfg.precision]``, ``torch.bfloat16 if
 training_args.bf16 else torch.float16`` — evaluated under every value each config the code can
-load gives the key (`linter.model.settings._config_references.ConfigRead`), so that a verdict such as
+load gives the key (`linter.model.settings._config_references.ConfigRead`), so that a verdict such
+as
 "every shipped config picks bf16" holds for every launch the shipped files allow.
 
 Anything the configs do not decide (a key one option lacks, an ``"auto"``, a value computed in
@@ -14,10 +15,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import ModuleConstants, literal_dtype, positional, string_value
 from linter.model.settings._config_files import precision_of
 from linter.model.settings._config_references import ConfigRead, ConfigReference, config_read
+from linter.model.settings._module_constants import ModuleConstants
+from linter.model.syntax._call_arguments import positional, string_value
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name
+from linter.model.syntax._dtype_names import literal_dtype
 from linter.model.syntax._module_index import ModuleIndex
 
 #: How many names deep an expression is followed (``ctx_dtype = dtype``, ``dtype = getattr(...)``).

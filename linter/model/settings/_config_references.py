@@ -30,8 +30,7 @@ from typing import Any
 
 import libcst as cst
 
-from linter._rule import ModuleContext
-from linter.model.values._bf16_origins import ModuleConstants, keyword, positional, string_value
+from linter.model.project._module_context import ModuleContext
 from linter.model.settings._command_line import DeclaredSettings
 from linter.model.settings._config_files import (
     ACCELERATE,
@@ -43,6 +42,8 @@ from linter.model.settings._config_files import (
     read_config,
     shape_of,
 )
+from linter.model.settings._module_constants import ModuleConstants
+from linter.model.syntax._call_arguments import keyword, positional, string_value
 from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
 from linter.model.syntax._module_index import ModuleIndex, module_index
 

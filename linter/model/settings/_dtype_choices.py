@@ -17,17 +17,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import (
-    ModuleConstants,
-    dtype_named,
-    keyword,
-    literal_dtype,
-    positional,
-    string_value,
-)
 from linter.model.settings._command_line import DeclaredSettings
+from linter.model.settings._fp16_switches import (
+    BF16_SUPPORT_CHECKS,
+    ON_GPUS_WITHOUT_BF16,
+    TRUE_ON_GPUS,
+)
+from linter.model.settings._module_constants import ModuleConstants
+from linter.model.syntax._call_arguments import keyword, positional, string_value
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
-from linter.model.settings._fp16_switches import BF16_SUPPORT_CHECKS, ON_GPUS_WITHOUT_BF16, TRUE_ON_GPUS
+from linter.model.syntax._dtype_names import dtype_named, literal_dtype
 from linter.model.syntax._module_index import ModuleIndex
 from linter.model.syntax._path_facts import Fact, Facts, path_facts
 

@@ -14,7 +14,7 @@ import re
 
 import libcst as cst
 
-from linter._rule import ModuleContext
+from linter.model.project._module_context import ModuleContext
 from linter.model.syntax._dotted_names import dotted_name, last_part
 from linter.model.syntax._module_index import ModuleIndex
 

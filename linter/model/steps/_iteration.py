@@ -36,16 +36,16 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from linter._rule import ModuleContext
+from linter.model.project._module_context import ModuleContext
+from linter.model.project._summary import METHOD_WORDS
 from linter.model.steps._accelerate_backwards import bound_accelerators
-from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
 from linter.model.steps._gradient_reads import gradient_reads
+from linter.model.steps._per_step import TRAVERSED_COLLECTIONS
+from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
 from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
 from linter.model.syntax._path_facts import Fact, PathFacts, path_facts
-from linter.model.steps._per_step import TRAVERSED_COLLECTIONS
-from linter.model.values._scaler_receivers import scaler_receivers
-from linter.model.project._summary import METHOD_WORDS
 from linter.model.syntax._tree import children
+from linter.model.values._scaler_receivers import scaler_receivers
 
 
 class Kind(enum.Enum):

@@ -55,11 +55,12 @@ from typing import cast
 
 import libcst as cst
 
-from linter._rule import ModuleContext
+from linter.model.project._module_context import ModuleContext
+from linter.model.project._summary import GENERIC_METHOD_NAMES
+from linter.model.steps._run_once import Memo, is_cached, memo_exit, memo_guard
 from linter.model.syntax._bindings import bindings
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
 from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants
-from linter.model.steps._run_once import Memo, is_cached, memo_exit, memo_guard
 from linter.model.syntax._tree import children
 
 #: Lightning hooks (LightningModule and Callback) that run on every training batch/step.
@@ -120,28 +121,6 @@ COMPOSER_PER_STEP_EVENTS = frozenset(
 #: Base-class name endings that make a method named after a Composer event an event handler.
 _EVENT_HANDLER_BASES = ("Callback", "Algorithm")
 
-#: Method names too common to follow through ``obj.name()`` calls; ``self.name()`` still counts.
-GENERIC_METHOD_NAMES = frozenset(
-    {
-        "__init__",
-        "__call__",
-        "step",
-        "update",
-        "forward",
-        "run",
-        "get",
-        "set",
-        "reset",
-        "close",
-        "start",
-        "stop",
-        "save",
-        "load",
-        "log",
-        "state_dict",
-        "load_state_dict",
-    }
-)
 
 #: Names in an ``if`` test that mean gradient accumulation (fires on every optimizer step).
 ACCUMULATION_WORDS = re.compile(

@@ -7,7 +7,8 @@ unscale that may run first, applies its threshold to scaled values. Read per ite
 scaled backward on a path that runs both; a clip with no backward written in the iteration (a
 trainer's ``optimizer_step(self)`` that clips, then steps) only when the scaler is proven a
 GradScaler and nothing in the module unscales it. A clip at a threshold multiplied by the loss
-scale (`linter.model.steps._scaled_thresholds`) clips scaled gradients at a scaled norm, as it should.
+scale (`linter.model.steps._scaled_thresholds`) clips scaled gradients at a scaled norm, as it
+should.
 
 Unknown counts as "it may unscale": an ``unscale_`` of an unknown optimizer, a call named like
 an unscale or handed the scaler (`linter.model.steps._unscaling`), an ``unscale_`` in a function no
@@ -21,11 +22,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import last_part
 from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations
-from linter.model.syntax._module_index import ModuleIndex
 from linter.model.steps._scaled_thresholds import scaled_thresholds
 from linter.model.steps._unscaling import may_run_before
+from linter.model.syntax._dotted_names import last_part
+from linter.model.syntax._module_index import ModuleIndex
 
 
 @dataclass(frozen=True, slots=True)

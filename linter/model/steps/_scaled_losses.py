@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter._rule import ModuleContext
-from linter.model.syntax._dotted_names import dotted_name, last_part
+from linter.model.project._module_context import ModuleContext
 from linter.model.steps._iteration import TrainingIterations
+from linter.model.syntax._dotted_names import dotted_name, last_part
 from linter.model.syntax._module_index import ModuleIndex
 
 #: Methods whose result is a scaled loss: a GradScaler's ``scale``, apex's ``amp.scale_loss``.

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import keyword, parameter_position, positional
-from linter.model.syntax._dotted_names import dotted_name
+from linter.model.project._module_context import context_of
 from linter.model.steps._iteration import CLIP_FUNCTIONS, Event, TrainingIterations
+from linter.model.syntax._call_arguments import keyword, parameter_position, positional
+from linter.model.syntax._dotted_names import dotted_name
 from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex
 from linter.model.syntax._tree import code_children
 
@@ -134,7 +135,7 @@ class ScaledThresholds:
     def _callers(
         self, index: ModuleIndex, function: cst.FunctionDef, param: cst.Param, via: cst.Call | None
     ) -> list[cst.Call]:
-        model, context = self._model, self._index.context
+        model, context = self._model, context_of(self._index)
         if index is not self._index:
             return []  # a caller parsed from another module: its own callers are not followed
         grafted_under = index.parent.get(function)
@@ -154,7 +155,7 @@ class ScaledThresholds:
     def _index_of(self, node: cst.CSTNode) -> ModuleIndex:
         """The module's index, or — for a caller parsed from another module's summary, which
         is not hung in this module's tree — an index of that function alone."""
-        context = self._index.context
+        context = context_of(self._index)
         if node in self._index.parent or context is None or node not in context.foreign:
             return self._index
         module = context.foreign[node].module

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter._rule import ModuleContext
-from linter.model.values._bf16_origins import parameter_position
+from linter.model.project._module_context import ModuleContext
+from linter.model.steps._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
+from linter.model.syntax._call_arguments import parameter_position
 from linter.model.syntax._dotted_names import dotted_name
 from linter.model.syntax._dotted_names import words as words_in
 from linter.model.syntax._module_index import ModuleIndex, walk
-from linter.model.steps._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
-from linter.model.values._scaler_receivers import ScalerReceivers
 from linter.model.syntax._tree import children
+from linter.model.values._scaler_receivers import ScalerReceivers
 
 #: Scaler methods that use the scaler for a training step.
 USE_METHODS = frozenset({"scale", "unscale_", "step", "update"})

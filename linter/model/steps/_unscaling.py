@@ -12,8 +12,8 @@ import re
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name, last_part
 from linter.model.steps._iteration import Event, TrainingIterations
+from linter.model.syntax._dotted_names import dotted_name, last_part
 from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex
 
 #: Calls named like an unscale: ``unscale_gradients()``, ``_unscale_grads()``...

@@ -27,8 +27,8 @@ from linter.model.steps._loop_passes import (
     skips_passes,
     variables_read,
 )
-from linter.model.syntax._module_index import ModuleIndex
 from linter.model.steps._per_step import exits
+from linter.model.syntax._module_index import ModuleIndex
 from linter.model.values._scaler_identity import is_disabled, same_scaler
 
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from linter.model.syntax._module_index import ModuleIndex
 from linter.model.syntax._tree import children
-
-if TYPE_CHECKING:
-    from linter.model.syntax._module_index import ModuleIndex
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:

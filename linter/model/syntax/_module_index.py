@@ -12,7 +12,7 @@ from typing import TypeVar, cast
 
 import libcst as cst
 
-from linter._rule import ModuleContext
+from linter.model.syntax._parsed_module import ParsedModule
 from linter.model.syntax._tree import code_children, descendants, walk
 
 #: How many same-module calls deep an analysis follows a function to its callers (the loop
@@ -48,7 +48,7 @@ _COLLECTED = (
 class ModuleIndex:
     """Parents of every node plus, per node type, the nodes of that type in source order."""
 
-    def __init__(self, module: cst.Module, context: ModuleContext | None = None) -> None:
+    def __init__(self, module: cst.Module, context: ParsedModule | None = None) -> None:
         self.module = module
         #: The module's context (its path and the project around it), when it has one.
         self.context = context
@@ -181,10 +181,10 @@ class ModuleIndex:
 # without holding every module of a run in memory. It is the context's, not the tree's: a
 # summary and a lint of one file share the parsed tree (`linter._parse`), not the analyses,
 # which depend on the project around the module.
-_last: list[tuple[ModuleContext, ModuleIndex]] = []
+_last: list[tuple[ParsedModule, ModuleIndex]] = []
 
 
-def module_index(context: ModuleContext) -> ModuleIndex:
+def module_index(context: ParsedModule) -> ModuleIndex:
     """The shared index of ``context.module``, built on first use."""
     if _last and _last[0][0] is context:
         return _last[0][1]

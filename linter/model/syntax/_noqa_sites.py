@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._noqa import NoqaComment, file_noqa_comments, noqa_comments
-from linter._rule import ModuleContext
 from linter.model.syntax._module_index import module_index, walk
+from linter.model.syntax._parsed_module import ParsedModule
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,29 +37,29 @@ class NoqaSite:
         return self.owner, self.owner.with_changes(whitespace=empty, comment=None)
 
 
-def noqa_sites(context: ModuleContext) -> dict[int, NoqaSite]:
+def noqa_sites(context: ParsedModule) -> dict[int, NoqaSite]:
     """1-based line to the ``# noqa`` directive on it, for every line that has one."""
     index = module_index(context)
     return index.shared(("noqa_sites",), lambda: _sites(context))
 
 
-def file_noqa_sites(context: ModuleContext) -> list[NoqaSite]:
+def file_noqa_sites(context: ParsedModule) -> list[NoqaSite]:
     """The ``# amp-lint: noqa: CODES`` file directives, in source order."""
     index = module_index(context)
     return index.shared(("file_noqa_sites",), lambda: _file_sites(context))
 
 
-def _sites(context: ModuleContext) -> dict[int, NoqaSite]:
+def _sites(context: ParsedModule) -> dict[int, NoqaSite]:
     directives = noqa_comments(context.source)
     return {site.directive.line: site for site in _located(context, directives)}
 
 
-def _file_sites(context: ModuleContext) -> list[NoqaSite]:
+def _file_sites(context: ParsedModule) -> list[NoqaSite]:
     directives = {found.line: found for found in file_noqa_comments(context.source)}
     return sorted(_located(context, directives), key=lambda site: site.directive.line)
 
 
-def _located(context: ModuleContext, directives: dict[int, NoqaComment]) -> list[NoqaSite]:
+def _located(context: ParsedModule, directives: dict[int, NoqaComment]) -> list[NoqaSite]:
     """The comment nodes on the directives' lines (one comment token per line at most)."""
     if not directives:
         return []

@@ -17,9 +17,9 @@ from typing import Literal
 
 import libcst as cst
 
-from linter._rule import ModuleContext
 from linter.model.syntax._dotted_names import dotted_name, last_part, words
 from linter.model.syntax._module_index import ModuleIndex
+from linter.model.syntax._parsed_module import ParsedModule
 
 #: The arm of an ``if`` (or conditional expression): ``body`` or ``orelse``.
 Arm = Literal["body", "orelse"]
@@ -124,7 +124,7 @@ class CompatFallbacks:
     support for torch < 2.3 (no ``torch.amp.GradScaler``) that they exist for."""
 
     def __init__(
-        self, context: ModuleContext, index: ModuleIndex, current_api: re.Pattern[str]
+        self, context: ParsedModule, index: ModuleIndex, current_api: re.Pattern[str]
     ) -> None:
         self._context = context
         self._index = index

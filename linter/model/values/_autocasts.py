@@ -22,9 +22,12 @@ from typing import cast
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import BF16, FP16, keyword, literal_dtype, positional, string_value
+from linter.model.project._module_context import context_of
+from linter.model.syntax._call_arguments import keyword, positional, string_value
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model.syntax._dtype_names import BF16, FP16, literal_dtype
 from linter.model.syntax._module_index import ModuleIndex, walk
+from linter.model.values._imported_values import imported_autocast
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +121,8 @@ class ModuleAutocasts:
     def _imported(self) -> Iterator[Autocast]:
         """Autocasts another module of the project builds, entered here by a name that does
         not say so (``with ctx:``, ``with amp():``), with the dtype that module gives them."""
-        if self._index.context is None or self._index.context.project is None:
+        if (context := context_of(self._index)) is None or context.project is None:
             return
-        from linter.model.values._exported_values import imported_autocast
 
         for with_node in self._index.nodes(cst.With):
             for item in with_node.items:
@@ -132,9 +134,8 @@ class ModuleAutocasts:
 
     def _imported_dtype(self, call: cst.Call) -> str | None:
         """The dtype of an autocast factory of another module called here, if it has one."""
-        if self._index.context is None or self._index.context.project is None:
+        if (context := context_of(self._index)) is None or context.project is None:
             return None
-        from linter.model.values._exported_values import imported_autocast
 
         found = imported_autocast(self._index, call, call)
         return (found[0].dtype or None) if found is not None else None
@@ -212,7 +213,7 @@ class ModuleAutocasts:
         values = self._bound_values().get(name) if name is not None else None
         if values is None and name is not None:
             # Not bound here: a constant of another module of the project (`config.AMP_DTYPE`).
-            context = self._index.context
+            context = context_of(self._index)
             if context is None or context.project is None:
                 return None
             value = context.project.constant(context, name)

@@ -16,47 +16,23 @@ known statically, so it makes no origin: one switch driving both sides is not a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from linter.model.values._bf16_families import Bf16Family, bf16_family
-from linter.model.settings._command_line import DeclaredSettings
+from linter.model.project._module_context import ForeignSite, context_of
+from linter.model.settings._dtype_choices import DtypeChoices
+from linter.model.settings._module_constants import ModuleConstants
+from linter.model.syntax._call_arguments import (
+    keyword,
+    parameter_position,
+    positional,
+    string_value,
+)
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
+from linter.model.syntax._dtype_names import BF16, FP16, FP32, literal_dtype
 from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex
 from linter.model.syntax._path_facts import Fact, PathFacts
-
-if TYPE_CHECKING:
-    from linter.model.settings._dtype_choices import DtypeChoices
-
-if TYPE_CHECKING:
-    from linter.model.project._project import ForeignSite
-
-BF16 = "bf16"
-FP16 = "fp16"
-FP32 = "fp32"
-AUTO = "auto"
-
-_DTYPE_NAMES = {
-    "torch.bfloat16": BF16,
-    "torch.float16": FP16,
-    "torch.half": FP16,
-    "torch.float32": FP32,
-    "torch.float": FP32,
-}
-_DTYPE_STRINGS = {
-    "bfloat16": BF16,
-    "bf16": BF16,
-    "torch.bfloat16": BF16,
-    "float16": FP16,
-    "fp16": FP16,
-    "half": FP16,
-    "torch.float16": FP16,
-    "float32": FP32,
-    "fp32": FP32,
-    "float": FP32,
-    "auto": AUTO,
-}
+from linter.model.values._bf16_families import Bf16Family, bf16_family
 
 #: Calls whose first argument is the model and whose result is (a wrapper of) that model.
 MODEL_WRAPPERS = frozenset(
@@ -109,21 +85,6 @@ _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
 
 
-def parameter_position(function: cst.FunctionDef, name: str) -> int | None:
-    """Position of parameter ``name`` as call sites pass it (``self`` excluded), else None."""
-    params = function.params
-    positional_params = [*params.posonly_params, *params.params]
-    is_method = bool(positional_params) and positional_params[0].name.value in ("self", "cls")
-    for position, param in enumerate(positional_params):
-        if param.name.value == name:
-            if is_method and position == 0:
-                return None  # `self` itself: no caller passes it as an argument
-            return position - 1 if is_method else position
-    if any(param.name.value == name for param in params.kwonly_params):
-        return 10**6  # keyword-only: never matched by position
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class Bf16Origin:
     """Where a model became bf16."""
@@ -141,228 +102,6 @@ class Bf16Origin:
     when: str | None = None
     #: What holds on those runs (``args.dtype == "float16"``).
     facts: frozenset[Fact] = frozenset()
-
-
-def string_value(node: cst.BaseExpression | None) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
-
-
-def keyword(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
-
-
-def positional(call: cst.Call, position: int) -> cst.Arg | None:
-    args = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return args[position] if 0 <= position < len(args) else None
-
-
-#: Environment lookups whose second argument is the value a run without the variable gets.
-_ENVIRONMENT_LOOKUPS = frozenset({"os.getenv", "os.environ.get", "getenv", "environ.get"})
-
-
-def _environment_default(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """``"google/gemma-3-1b-it"`` of ``os.getenv("MODEL", "google/gemma-3-1b-it")``."""
-    if not isinstance(node, cst.Call) or dotted_name(node.func) not in _ENVIRONMENT_LOOKUPS:
-        return None
-    default = keyword(node, "default") or positional(node, 1)
-    if default is None or not isinstance(default.value, cst.SimpleString):
-        return None
-    return default.value
-
-
-def dtype_named(text: str) -> str | None:
-    """``bf16``/``fp16``/``fp32``/``auto`` for a dtype's name (``"bfloat16"``, ``"fp16"``)."""
-    return _DTYPE_STRINGS.get(text.lower())
-
-
-def literal_dtype(node: cst.BaseExpression, aliases: ImportAliases) -> str | None:
-    """``bf16``/``fp16``/``fp32``/``auto`` for a dtype spelled out (``torch.bfloat16`` under any
-    import alias, ``"bfloat16"``), else None."""
-    text = string_value(node)
-    if text is not None:
-        return _DTYPE_STRINGS.get(text.lower())
-    name = dotted_name(node)
-    if name is None:
-        return None
-    return _DTYPE_NAMES.get(aliases.qualify(name))
-
-
-class ModuleConstants:
-    """Names bound once to a value: ``MODEL_NAME = "google/..."`` at module level, or
-    ``checkpoint = "google/mt5-small"`` inside the function that loads it.
-
-    A function-local name counts only when that function assigns it exactly once and to a string
-    literal (so a name rebound in a branch, or computed at run time, stays unresolved).
-    """
-
-    def __init__(self, index: ModuleIndex, settings: DeclaredSettings | None = None) -> None:
-        self._index = index
-        self._settings = settings or DeclaredSettings(index)
-        self._passed: set[tuple[str, str]] | None = None
-        self._resolving: set[cst.FunctionDef] = set()
-        counts: dict[tuple[cst.CSTNode | None, str], int] = {}
-        values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
-        any_values: dict[tuple[cst.CSTNode | None, str], cst.BaseExpression] = {}
-        for node in index.nodes(cst.Assign):
-            for target in node.targets:
-                name = dotted_name(target.target)
-                if name is None:
-                    continue
-                # Module-level names are counted over the whole module, as before.
-                counts[(None, name)] = counts.get((None, name), 0) + 1
-                value = node.value
-                if isinstance(index.parent.get(index.parent.get(node)), cst.Module):  # type: ignore[arg-type]  # parent.get(None) is None, a node with no parent
-                    values[(None, name)] = value
-                    continue
-                function = index.enclosing_function(node)
-                if function is None:
-                    continue
-                key = (function, name)
-                counts[key] = counts.get(key, 0) + 1
-                any_values[key] = value
-                if isinstance(value, cst.SimpleString | cst.ConcatenatedString) or (
-                    _environment_default(value) is not None
-                ):
-                    values[key] = value
-        #: (function or None for the module, name) -> value expression, for names bound once.
-        self.values = {key: value for key, value in values.items() if counts[key] == 1}
-        #: ...and for function-local names bound once to anything (a kwargs dict).
-        self._bound_once = {**self.values}
-        self._bound_once.update(
-            (key, value) for key, value in any_values.items() if counts[key] == 1
-        )
-
-    def resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        """The value a name or setting stands for (its literal, or the default of
-        ``os.environ.get("MODEL", "google/...")``); ``node`` itself when unknown."""
-        resolved = self._resolve(node)
-        return _environment_default(resolved) or resolved
-
-    def _resolve(self, node: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(node, cst.Name):
-            function = self._index.enclosing_function(node)
-            if function is not None and (function, node.value) in self.values:
-                return self.values[(function, node.value)]
-            if function is not None:
-                default = self._parameter_default(function, node.value)
-                if default is not None:
-                    return default
-                passed = self._passed_argument(function, node.value)
-                if passed is not None:
-                    return passed
-            if (None, node.value) in self.values:
-                return self.values[(None, node.value)]
-        elif isinstance(node, cst.Attribute):
-            setting = self._settings.of(node)
-            if setting is not None and setting.default is not None:
-                return setting.default
-        return node
-
-    def _passed_argument(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
-        """What this module's calls pass as parameter ``name`` when they all pass the same
-        resolvable value (``Summarizer(args.model)`` for ``__init__(self, name)``)."""
-        position = parameter_position(function, name)
-        if position is None or function in self._resolving or len(self._resolving) >= 3:
-            return None
-        cls = self._index.enclosing_class(function.body)
-        callee = cls.name.value if cls is not None and function.name.value == "__init__" else None
-        if cls is None:
-            callee = function.name.value
-        if callee is None:
-            return None
-        self._resolving.add(function)
-        try:
-            values = set()
-            found: cst.BaseExpression | None = None
-            for call in self._index.nodes(cst.Call):
-                if dotted_name(call.func) != callee:
-                    continue
-                arg = keyword(call, name) or positional(call, position)
-                if arg is None:
-                    continue
-                resolved = self.resolve(arg.value)
-                text = string_value(resolved)
-                if text is None:
-                    return None
-                values.add(text)
-                found = resolved
-            return found if len(values) == 1 else None
-        finally:
-            self._resolving.discard(function)
-
-    def bound_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
-        """The expression a name is bound to, when its function (or the module) binds it
-        exactly once: ``model_kwargs`` of ``model_kwargs = dict(torch_dtype=...)``."""
-        if not isinstance(node, cst.Name):
-            return None
-        function = self._index.enclosing_function(node)
-        for key in ((function, node.value), (None, node.value)):
-            if key in self._bound_once:
-                return self._bound_once[key]
-        return None
-
-    def describe(self, node: cst.BaseExpression) -> str | None:
-        """Where a default that `resolve` used was declared (``--base_model``, ``parameter
-        `name```); None for a literal or a plain constant."""
-        if isinstance(node, cst.Attribute):
-            setting = self._settings.of(node)
-            if setting is not None and setting.default is not None:
-                return setting.flag if setting.flag.startswith("--") else f"`{setting.flag}`"
-        if isinstance(node, cst.Name):
-            function = self._index.enclosing_function(node)
-            if (
-                function is not None
-                and (function, node.value) not in self.values
-                and self._parameter_default(function, node.value) is not None
-            ):
-                return f"parameter `{node.value}`"
-        return None
-
-    def _parameter_default(self, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
-        """``def main(base_model="google/gemma-3-1b-it")``: the default, when no call in this
-        module passes that parameter (else what it holds depends on the caller)."""
-        params = function.params
-        for param in (*params.params, *params.kwonly_params):
-            if param.name.value != name or param.default is None:
-                continue
-            if (function.name.value, name) in self._passed_parameters():
-                return None
-            return param.default
-        return None
-
-    def _passed_parameters(self) -> set[tuple[str, str]]:
-        """(function name, parameter) pairs some call of this module may pass a value to."""
-        if self._passed is None:
-            functions = {f.name.value: f for f in self._index.nodes(cst.FunctionDef)}
-            passed: set[tuple[str, str]] = set()
-            for call in self._index.nodes(cst.Call):
-                func = call.func
-                callee = func.value if isinstance(func, cst.Name) else None
-                if isinstance(func, cst.Attribute):
-                    callee = func.attr.value
-                function = functions.get(callee)  # type: ignore[arg-type]  # get(None) is None: a call that is no name
-                if function is None:
-                    continue
-                names = [
-                    p.name.value for p in (*function.params.posonly_params, *function.params.params)
-                ]
-                if names and names[0] in ("self", "cls") and isinstance(func, cst.Attribute):
-                    names = names[1:]
-                for arg in call.args:
-                    if arg.star:
-                        passed.update((callee, n) for n in names)  # type: ignore[misc]  # callee is a str here: functions.get found it
-                    elif arg.keyword is not None:
-                        passed.add((callee, arg.keyword.value))  # type: ignore[arg-type]  # callee is a str here: functions.get found it
-                positional_count = sum(1 for a in call.args if a.keyword is None and not a.star)
-                passed.update((callee, n) for n in names[:positional_count])  # type: ignore[misc]  # callee is a str here: functions.get found it
-            self._passed = passed
-        return self._passed
 
 
 #: Words a function of another module must mention for its returned model's dtype to matter.
@@ -629,7 +368,7 @@ class Bf16Origins:
         """The origin of what a function of another project module returns (a ``build_model``
         in ``models.py`` that loads a bf16 checkpoint or calls ``.half()``), read by the same
         analysis run over that function alone; its nodes map to the other file."""
-        context = self._index.context
+        context = context_of(self._index)
         if context is None or context.project is None or call in context.foreign:
             return None
         grafted = context.project.graft(context, call, _MODEL_WORDS)
@@ -785,7 +524,7 @@ class Bf16Origins:
         """The origin of what a function of another project module passes as parameter
         ``name`` (``train(model, args)`` called from ``main.py`` with a model it loaded as
         bf16), read by the same analysis run over the calling function alone."""
-        context = self._index.context
+        context = context_of(self._index)
         if context is None or context.project is None or function in context.foreign:
             return None
         param = next(

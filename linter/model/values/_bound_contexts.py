@@ -9,7 +9,8 @@ call is one candidate, with the facts under which the name holds it (the arm of 
 expression; the arm of an ``if`` statement is already the call's own branch condition).
 
 A name bound where this module cannot see the value (a parameter, a loop target, another
-module) gives no candidate: unknown stays unknown. `linter.model.values._exported_values` answers for
+module) gives no candidate: unknown stays unknown. `linter.model.values._exported_values` answers
+for
 names imported from another module of the project.
 """
 

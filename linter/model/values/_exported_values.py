@@ -20,84 +20,31 @@ unknown.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from dataclasses import replace
+from typing import cast
 
 import libcst as cst
 
-from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
-from linter.model.values._bf16_origins import keyword
-from linter.model.values._bound_contexts import unpartial
+from linter.model.project._module_context import ModuleContext
+from linter.model.project._summary import qualified_name
+from linter.model.project._value_records import (
+    AUTOCAST,
+    AUTOCAST_FACTORY,
+    ENGINE,
+    ENGINE_TEXT,
+    SCALER,
+    ValueRecord,
+)
+from linter.model.syntax._call_arguments import keyword
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases
 from linter.model.syntax._module_index import ModuleIndex, walk
+from linter.model.syntax._path_facts import path_facts
+from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
+from linter.model.values._bound_contexts import unpartial
+from linter.model.values._precision_engines import PrecisionEngine, precision_engines
+from linter.model.values._scaler_precision import for_another_precision
 from linter.model.values._scaler_receivers import ScalerReceivers, scaler_receivers
-
-if TYPE_CHECKING:
-    from linter._rule import ModuleContext
-    from linter.model.values._precision_engines import PrecisionEngine
-
-#: `ValueRecord.kind`: a GradScaler.
-SCALER = "scaler"
-#: ...an autocast context, entered as ``with x:``.
-AUTOCAST = "autocast"
-#: ...a callable that builds one, entered as ``with x():`` (a ``partial``).
-AUTOCAST_FACTORY = "autocast-factory"
-#: ...an engine that manages precision itself (DeepSpeed, accelerate, Lightning).
-ENGINE = "engine"
-
-#: Every kind, for a question that takes any.
-VALUE_KINDS = frozenset({SCALER, AUTOCAST, AUTOCAST_FACTORY, ENGINE})
-
-#: Text without which a module builds no engine whose setting it spells (the engine search
-#: reads config references: not worth it for every summarised file).
-_ENGINE_TEXT = re.compile(r"deepspeed\.initialize|Accelerator\s*\(|precision\s*=")
-#: Names of the training wrappers whose ``.scaler`` is a GradScaler (`WRAPPER_OWNED_SUFFIXES`:
-#: ``accelerator.scaler``, ``precision_plugin.scaler``, ``x._precision.scaler``).
-_WRAPPER_TEXT = ("accelerator", "precision_plugin", "_precision")
-
-
-def possible_kinds(text: str) -> tuple[str, ...]:
-    """The kinds of value a module with source ``text`` may export, in `VALUE_KINDS`' terms;
-    ``()`` when it surely exports none. What `value_records` recognises is spelt out in the
-    module's text: a GradScaler by its constructor or annotation, both ending in
-    ``GradScaler`` (an import alias names it too), or by a wrapper's ``.scaler``; an
-    autocast's qualified name holds ``autocast``; an engine needs `_ENGINE_TEXT`. A project
-    asking another module for a GradScaler need not make that module's values when its text
-    holds none (62 of 110 modules whose values a cold run of a 55-repository tree made)."""
-    kinds = []
-    if "GradScaler" in text or ("scaler" in text and any(name in text for name in _WRAPPER_TEXT)):
-        kinds.append(SCALER)
-    if "autocast" in text:
-        kinds += [AUTOCAST, AUTOCAST_FACTORY]
-    if _ENGINE_TEXT.search(text) is not None:
-        kinds.append(ENGINE)
-    return tuple(kinds)
-
-
-@dataclass(frozen=True, slots=True)
-class ValueRecord:
-    """One AMP value of a module that other modules may reach."""
-
-    #: Where it is held: ``scaler`` (a module global), ``Trainer.self.scaler`` (an attribute
-    #: the methods of class ``Trainer`` bind), ``build_engine()`` (what a function returns).
-    holder: str
-    #: `SCALER`, `AUTOCAST`, `AUTOCAST_FACTORY` or `ENGINE`.
-    kind: str
-    #: Line of the binding in its module.
-    line: int
-    #: An autocast's dtype (``fp16``/``bf16``; ``""`` when its module does not say, or when an
-    #: ``enabled=`` argument switches it); an engine's framework.
-    dtype: str = ""
-    #: An engine's precision and where its setting is (``"bf16.enabled": true in the config
-    #: dict on line 9``); whether it scales the loss itself.
-    precision: str = ""
-    source: str = ""
-    scales: bool = False
-    #: A DeepSpeed engine whose config turns on its ``torch_autocast`` mode.
-    torch_autocast: bool = False
 
 
 def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecord]:
@@ -127,7 +74,7 @@ def value_records(context: ModuleContext, index: ModuleIndex) -> list[ValueRecor
         found[holder] = record if found.get(holder, record) == record else None
     records = [record for record in found.values() if record is not None]
     records += _returned_scalers(context, index, receivers, aliases)
-    if _ENGINE_TEXT.search(context.source) is not None:
+    if ENGINE_TEXT.search(context.source) is not None:
         records += _engines(context, index)
     return records
 
@@ -139,8 +86,6 @@ def _returned_scalers(
     place of the tuple every return gives (``init_opt()[1]`` for ``return opt, scaler``).
     ``precision`` is ``"other"`` when the scaler is on only for a precision other than bf16
     (`for_another_precision`, decided here, where its switch is)."""
-    from linter.model.syntax._path_facts import path_facts
-    from linter.model.values._scaler_precision import for_another_precision
 
     returns: dict[cst.FunctionDef, list[cst.BaseExpression]] = {}
     for node in index.nodes(cst.Return):
@@ -249,8 +194,6 @@ def _autocast(
 def _engines(context: ModuleContext, index: ModuleIndex) -> Iterator[ValueRecord]:
     """Engines whose setting is in this module (not in a config file), held where another
     module reaches them: returned by a function, kept in ``self.``, or a module global."""
-    from linter.model.values._precision_engines import precision_engines
-    from linter.model.project._summary import qualified_name
 
     returns: dict[cst.FunctionDef, list[cst.Return]] = {}
     for statement in index.nodes(cst.Return):
@@ -308,138 +251,3 @@ def _engine_record(holder: str, line: int, engine: PrecisionEngine) -> ValueReco
         engine.scales,
         engine.torch_autocast,
     )
-
-
-class ImportedValues:
-    """What the module being linted reaches of other modules' values (see the module
-    docstring); empty when it is linted without its project."""
-
-    def __init__(self, index: ModuleIndex) -> None:
-        self._index = index
-        context = index.context
-        self._project = context.project if context is not None else None
-        self._path = os.path.abspath(context.path) if context is not None else ""
-        self._bases: dict[cst.ClassDef, list[tuple[str, str]]] = {}
-
-    def of_name(
-        self, name: str, kinds: frozenset[str] = VALUE_KINDS
-    ) -> tuple[ValueRecord, str] | None:
-        """The value of one of ``kinds`` a name imported from another module holds (``scaler``
-        of ``from utils import scaler``, ``utils.scaler``), with that module's display path.
-        Every question names the kinds it wants: a module whose text holds none of them is
-        not asked for its values (see `possible_kinds`)."""
-        project = self._project
-        if project is None or name.startswith("self."):
-            return None
-        found = project.resolve(self._path, name)
-        if not (isinstance(found, tuple) and len(found) == 4 and found[0] == "constant"):
-            return None
-        if found[1] == self._path:
-            return None
-        return self._record(found[1], found[2], kinds)
-
-    def of_attribute(
-        self, name: str, at: cst.CSTNode, kinds: frozenset[str] = VALUE_KINDS
-    ) -> tuple[ValueRecord, str] | None:
-        """The value of one of ``kinds`` ``self.x`` holds in the class around ``at`` when a
-        base class of another module binds it (and this class does not)."""
-        project = self._project
-        cls = self._index.enclosing_class(at)
-        if project is None or cls is None or not name.startswith("self.") or name.count(".") > 1:
-            return None
-        if self._binds(cls, name):
-            return None  # the class sets it itself: its own binding decides
-        if cls not in self._bases:
-            self._bases[cls] = project.bases(self._path, cls.name.value)
-        for path, base in self._bases[cls]:
-            if path == self._path:
-                continue
-            found = self._record(path, f"{base}.{name}", kinds)
-            if found is not None:
-                return found
-        return None
-
-    def inherited(
-        self, cls: cst.ClassDef, kinds: frozenset[str] = VALUE_KINDS
-    ) -> list[tuple[ValueRecord, str]]:
-        """The ``self.`` values of one of ``kinds`` base classes of other modules bind for
-        ``cls`` (nearest base first), those ``cls`` does not bind itself."""
-        project = self._project
-        if project is None:
-            return []
-        if cls not in self._bases:
-            self._bases[cls] = project.bases(self._path, cls.name.value)
-        found = []
-        for path, base in self._bases[cls]:
-            for record in project.values_of(path, kinds) if path != self._path else ():
-                owner, _, attribute = record.holder.partition(".self.")
-                if record.kind not in kinds or owner != base or not attribute:
-                    continue
-                if not self._binds(cls, f"self.{attribute}"):
-                    found.append((record, project.display(path)))
-        return found
-
-    def _binds(self, cls: cst.ClassDef, name: str) -> bool:
-        return any(
-            self._index.enclosing_class(assign) is cls
-            and any(dotted_name(t.target) == name for t in assign.targets)
-            for assign in self._index.nodes(cst.Assign)
-        )
-
-    def of_call(
-        self, call: cst.Call, place: int | None = None, kinds: frozenset[str] = VALUE_KINDS
-    ) -> tuple[ValueRecord, str] | None:
-        """The value of one of ``kinds`` a call of a function of another module returns
-        (``build_engine(...)``), or returns at ``place`` of a tuple (``opt, scaler =
-        init_opt(...)``: place 1)."""
-        project = self._project
-        name = dotted_name(call.func)
-        if project is None or name is None or name.startswith("self."):
-            return None
-        found = project.resolve(self._path, name)
-        qualname = getattr(found, "qualname", None)
-        path = getattr(found, "path", None)
-        if qualname is None or path is None or path == self._path:
-            return None
-        holder = f"{qualname}()" + ("" if place is None else f"[{place}]")
-        return self._record(path, holder, kinds)
-
-    def _record(
-        self, path: str, holder: str, kinds: frozenset[str]
-    ) -> tuple[ValueRecord, str] | None:
-        assert self._project is not None
-        record = next(
-            (
-                r
-                for r in self._project.values_of(path, kinds)
-                if r.holder == holder and r.kind in kinds
-            ),
-            None,
-        )
-        return (record, self._project.display(path)) if record is not None else None
-
-
-def imported_values(index: ModuleIndex) -> ImportedValues:
-    """The module's `ImportedValues`, built once and shared by every rule that asks."""
-    return index.shared(ImportedValues, lambda: ImportedValues(index))
-
-
-def imported_autocast(
-    index: ModuleIndex, entered: cst.BaseExpression, at: cst.CSTNode
-) -> tuple[ValueRecord, str] | None:
-    """The autocast of another module that ``with <entered>:`` (at ``at``) enters: ``with
-    ctx:`` on an imported (or inherited ``self.``) autocast context, ``with amp():`` on a
-    factory."""
-    called = isinstance(entered, cst.Call)
-    if isinstance(entered, cst.Call):
-        if entered.args:
-            return None
-        entered = entered.func
-    name = dotted_name(entered)
-    if name is None or index.context is None or index.context.project is None:
-        return None
-    values = imported_values(index)
-    kinds = frozenset({AUTOCAST_FACTORY if called else AUTOCAST})
-    if name.startswith("self."):
-        return values.of_attribute(name, at, kinds)
-    return values.of_name(name, kinds)

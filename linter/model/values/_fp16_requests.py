@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import keyword, string_value
+from linter.model.syntax._call_arguments import keyword, string_value
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name
 from linter.model.syntax._module_index import ModuleIndex, walk
 

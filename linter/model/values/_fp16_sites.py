@@ -16,27 +16,21 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter._rule import ModuleContext
-from linter.model.values._bf16_families import Bf16Family
-from linter.model.values._bf16_origins import (
-    BF16,
-    FP16,
-    Bf16Origin,
-    Bf16Origins,
-    ModuleConstants,
-    keyword,
-    positional,
-    string_value,
-)
-from linter.model.values._bound_contexts import BoundContext, bound_contexts
+from linter.model.project._module_context import ModuleContext
 from linter.model.settings._command_line import DeclaredSettings
-from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
 from linter.model.settings._dtype_choices import DtypeChoice, argument_options, dtype_choices
-from linter.model.values._exported_values import imported_autocast
 from linter.model.settings._fp16_switches import Fp16Switches, SwitchOn
-from linter.model.values._handed_arguments import argument_for
+from linter.model.settings._module_constants import ModuleConstants
+from linter.model.syntax._call_arguments import keyword, positional, string_value
+from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
+from linter.model.syntax._dtype_names import BF16, FP16
 from linter.model.syntax._module_index import ModuleIndex, descendants, module_index
 from linter.model.syntax._path_facts import Fact, path_facts
+from linter.model.values._bf16_families import Bf16Family
+from linter.model.values._bf16_origins import Bf16Origin, Bf16Origins
+from linter.model.values._bound_contexts import BoundContext, bound_contexts
+from linter.model.values._handed_arguments import argument_for
+from linter.model.values._imported_values import imported_autocast
 from linter.model.values._precision_engines import precision_engines
 from linter.model.values._scaler_receivers import scaler_receivers
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import parameter_position
+from linter.model.syntax._call_arguments import parameter_position
 
 
 def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:

@@ -4,7 +4,8 @@ A DeepSpeed engine whose config turns on ``fp16`` or ``bf16`` casts the model an
 scales the loss in its own optimizer; ``Accelerator(mixed_precision="fp16")`` builds its own
 GradScaler and autocast; a Lightning ``Trainer``/``Fabric`` with ``precision="16-mixed"`` (or a
 ``MixedPrecision("16-mixed", ...)`` plugin) does the same. The setting may be an argument, a flag
-default, a DeepSpeed dict literal or a config file (`linter.model.settings._config_references`); an engine
+default, a DeepSpeed dict literal or a config file (`linter.model.settings._config_references`); an
+engine
 whose setting the module does not show is not listed (unknown stays unknown).
 """
 
@@ -13,12 +14,11 @@ from __future__ import annotations
 import os.path
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from linter._rule import ModuleContext
-from linter.model.values._bf16_origins import BF16, FP16, ModuleConstants, keyword, positional
+from linter.model.project._module_context import ModuleContext, context_of
+from linter.model.project._value_records import ENGINE, ValueRecord
 from linter.model.settings._config_files import (
     ACCELERATE,
     DEEPSPEED,
@@ -34,12 +34,13 @@ from linter.model.settings._config_references import (
     LIGHTNING_CLI_READER,
     config_references,
 )
+from linter.model.settings._module_constants import ModuleConstants
+from linter.model.syntax._call_arguments import keyword, positional
 from linter.model.syntax._dotted_names import dotted_name, import_aliases, words
+from linter.model.syntax._dtype_names import BF16, FP16
 from linter.model.syntax._module_index import ModuleIndex, module_index
 from linter.model.syntax._path_facts import PathFacts
-
-if TYPE_CHECKING:
-    from linter.model.values._exported_values import ValueRecord
+from linter.model.values._imported_values import imported_values
 
 DEEPSPEED_ENGINE = "DeepSpeed"
 ACCELERATE_ENGINE = "Accelerate"
@@ -178,10 +179,9 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
 def _built_elsewhere(index: ModuleIndex) -> list[PrecisionEngine]:
     """Engines a function of another module builds and returns (``engine = build_engine(
     model, args)``), placed at the call (`linter.model.values._exported_values`)."""
-    context = index.context
+    context = context_of(index)
     if context is None or context.project is None:
         return []
-    from linter.model.values._exported_values import ENGINE, imported_values
 
     values = imported_values(index)
     engines = frozenset({ENGINE})

@@ -15,7 +15,7 @@ import re
 
 import libcst as cst
 
-from linter.model.values._bf16_origins import keyword, positional
+from linter.model.syntax._call_arguments import keyword, positional
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, words
 from linter.model.syntax._module_index import ModuleIndex
 from linter.model.syntax._path_facts import PathFacts

@@ -14,15 +14,15 @@ attributes, no ``get_scale()``), so there is no wrapper-owned GradScaler of thei
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import libcst as cst
 
+from linter.model.project._module_context import context_of
+from linter.model.project._value_records import SCALER, ValueRecord
 from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
 from linter.model.syntax._module_index import ModuleIndex
-
-if TYPE_CHECKING:
-    from linter.model.values._exported_values import ValueRecord
+from linter.model.values._imported_values import imported_values
 
 #: Qualified names of the GradScaler constructors (ampscale's own included).
 GRAD_SCALER_CONSTRUCTORS = frozenset(
@@ -169,14 +169,13 @@ class ScalerReceivers:
                     self.proven.add(name)
                 elif _constructs_a_class(value):
                     self._other.add(name)
-        if index.context is not None and index.context.project is not None:
+        if (context := context_of(index)) is not None and context.project is not None:
             self._add_imported(index)
 
     def _add_imported(self, index: ModuleIndex) -> None:
         """Receivers that hold a GradScaler of another module of the project: a global
         imported from it (``from utils import scaler``), an attribute a base class defined
         there binds (``self.scaler = GradScaler()`` in ``trainer_base.py``)."""
-        from linter.model.values._exported_values import SCALER, imported_values
 
         values = imported_values(index)
         scalers = frozenset({SCALER})

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 from linter.api import _AnyRuleWants
-from linter.model.project._file_facts import FileFacts, content_digest
 from linter.model.assembly._project_build import (
     _PARALLEL_MIN,
     SummaryStore,
@@ -17,6 +16,7 @@ from linter.model.assembly._project_build import (
     files_to_summarise,
     scan_imports,
 )
+from linter.model.project._file_facts import FileFacts, content_digest
 from linter.rules import ALL_RULES
 
 WANTS = _AnyRuleWants(tuple(ALL_RULES))
@@ -111,7 +111,7 @@ def test_summaries_made_in_workers_come_back_once_each_and_equal_those_made_here
 
 
 def test_the_files_to_summarise_are_those_a_built_project_summarises() -> None:
-    fixtures = Path(__file__).parents[1] / "fixtures" / "projects"
+    fixtures = Path(__file__).parents[2] / "fixtures" / "projects"
     for root in (
         fixtures / "amp007_pos_helper_steps_optimizer",
         fixtures / "amp002_pos_loader_module",

@@ -13,10 +13,10 @@ import linter._engine
 import linter.model.assembly._project_build
 import linter.model.project._summary_store
 from linter.api import lint_paths
-from linter.model import _file_facts
+from linter.model.project import _file_facts
 from linter.model.project._file_facts import FactsStore, FileFacts
 
-PROJECTS = Path(__file__).parents[1] / "fixtures" / "projects"
+PROJECTS = Path(__file__).parents[2] / "fixtures" / "projects"
 FACTS = FileFacts.of("d" * 64, True, [("engine", 0, ("train_one_epoch",))])
 
 

@@ -13,30 +13,25 @@ import pytest
 
 from linter._parse import parse_module
 from linter._rule import ModuleContext
-from linter.model.values._exported_values import (
-    AUTOCAST,
-    AUTOCAST_FACTORY,
-    SCALER,
-    possible_kinds,
-)
-from linter.model.values._exported_values import (
-    ENGINE as ENGINE_KIND,
-)
-from linter.model.project._imports import ModuleFiles
-from linter.model.syntax._line_numbers import function_source, line_numbers_cached
-from linter.model.syntax._module_index import module_index
-from linter.model.project._outline import outline, outline_fits
-from linter.model.project._project import FunctionRef, Project, caller_digests
-from linter.model.project._summary import ModuleSummary, summarize
-from linter.model.project._summary_store import (
-    Summaries,
-    SummaryStore,
+from linter.model.assembly._summarize import summarize
+from linter.model.assembly._summary_making import (
+    SUMMARY_MAKER,
     full_summary,
     summarise_file,
     values_summary,
 )
+from linter.model.project._imports import ModuleFiles
+from linter.model.project._module_context import FunctionRef
+from linter.model.project._outline import outline, outline_fits
+from linter.model.project._project import Project, caller_digests
+from linter.model.project._summary import ModuleSummary
+from linter.model.project._summary_store import Summaries, SummaryStore
+from linter.model.project._value_records import AUTOCAST, AUTOCAST_FACTORY, SCALER, possible_kinds
+from linter.model.project._value_records import ENGINE as ENGINE_KIND
+from linter.model.syntax._line_numbers import function_source, line_numbers_cached
+from linter.model.syntax._module_index import module_index
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "fixtures"
 
 #: Shapes where CPython's tree and libcst's differ: parentheses kept by libcst, byte columns,
 #: async functions, classes in classes and in functions, decorators and defaults that call,
@@ -233,7 +228,7 @@ def test_values_asked_first_make_no_reason_and_a_reason_asked_later_does(tmp_pat
     (tmp_path / "main.py").write_text(textwrap.dedent(MAIN))
     paths = [str(tmp_path / "engine.py"), str(tmp_path / "main.py")]
     summaries = {path: summarise_file((path, Path(path).read_bytes(), True)) for path in paths}
-    project = Project(ModuleFiles(str(tmp_path), paths), summaries)
+    project = Project(ModuleFiles(str(tmp_path), paths), summaries, maker=SUMMARY_MAKER)
     assert [(v.holder, v.kind) for v in project.values_of(paths[0])] == [("scaler", "scaler")]
     assert not project._deferred  # values alone: no full summary, no reason made
     target = FunctionRef(paths[0], "train_step")
@@ -302,7 +297,7 @@ def _project(tmp_path: Path, main: str = MAIN) -> tuple[Project, FunctionRef]:
         ),
     }
     assert summaries[str(tmp_path / "main.py")].deferred  # main.py is an outline
-    project = Project(ModuleFiles(str(tmp_path), list(summaries)), summaries)
+    project = Project(ModuleFiles(str(tmp_path), list(summaries)), summaries, maker=SUMMARY_MAKER)
     return project, FunctionRef(str(tmp_path / "engine.py"), "train_step")
 
 
@@ -322,7 +317,12 @@ def test_an_outline_reads_an_editor_buffer_before_the_disk(tmp_path: Path) -> No
     project, target = _project(tmp_path)
     data = (tmp_path / "main.py").read_bytes()
     (tmp_path / "main.py").write_text("# saved over, the buffer is what was summarised\n")
-    buffered = Project(project.files, project.summaries, buffers={str(tmp_path / "main.py"): data})
+    buffered = Project(
+        project.files,
+        project.summaries,
+        buffers={str(tmp_path / "main.py"): data},
+        maker=SUMMARY_MAKER,
+    )
     why = buffered._called_per_step(target, target.path, 0, frozenset())
     assert why == "in `train_step()`, called inside the loop at line 6 of main.py"
 
@@ -331,7 +331,7 @@ def test_the_project_makes_an_outlines_values_when_asked(tmp_path: Path) -> None
     (tmp_path / "amp.py").write_text("import torch\n\nscaler = torch.amp.GradScaler()\n")
     path = str(tmp_path / "amp.py")
     summary = summarise_file((path, (tmp_path / "amp.py").read_bytes(), True))
-    project = Project(ModuleFiles(str(tmp_path), [path]), {path: summary})
+    project = Project(ModuleFiles(str(tmp_path), [path]), {path: summary}, maker=SUMMARY_MAKER)
     assert summary.values == ()
     assert [(v.holder, v.kind, v.line) for v in project.values_of(path)] == [
         ("scaler", "scaler", 3)
@@ -356,7 +356,7 @@ def test_an_outlines_full_summary_leaves_the_linted_modules_state_alone(tmp_path
     (tmp_path / "amp.py").write_text("import torch\n\nscaler = torch.amp.GradScaler()\n")
     path = str(tmp_path / "amp.py")
     summary = summarise_file((path, (tmp_path / "amp.py").read_bytes(), True))
-    project = Project(ModuleFiles(str(tmp_path), [path]), {path: summary})
+    project = Project(ModuleFiles(str(tmp_path), [path]), {path: summary}, maker=SUMMARY_MAKER)
     text = "def train(step):\n    for batch in range(3):\n        step(batch)\n"
     linted = ModuleContext(str(tmp_path / "train.py"), text, parse_module(text), project)
     index = module_index(linted)
@@ -376,9 +376,9 @@ def test_a_full_summary_made_on_demand_is_kept_for_the_next_run(tmp_path: Path) 
     store = SummaryStore(str(tmp_path / "cache"), "code")
 
     def project() -> Project:
-        summaries = Summaries(store)
+        summaries = Summaries(store, SUMMARY_MAKER)
         summaries.add(path, outlined)
-        return Project(ModuleFiles(str(tmp_path), [path]), summaries)
+        return Project(ModuleFiles(str(tmp_path), [path]), summaries, maker=SUMMARY_MAKER)
 
     made = project().values_of(path)
     assert made
@@ -386,4 +386,9 @@ def test_a_full_summary_made_on_demand_is_kept_for_the_next_run(tmp_path: Path) 
     (tmp_path / "amp.py").unlink()
     assert project().values_of(path) == made
     # Without the store, the file is read: gone, it answers nothing.
-    assert Project(ModuleFiles(str(tmp_path), [path]), {path: outlined}).values_of(path) == ()
+    assert (
+        Project(
+            ModuleFiles(str(tmp_path), [path]), {path: outlined}, maker=SUMMARY_MAKER
+        ).values_of(path)
+        == ()
+    )

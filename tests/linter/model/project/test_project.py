@@ -11,10 +11,13 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
+from linter.model.assembly._summarize import summarize
+from linter.model.assembly._summary_making import SUMMARY_MAKER
 from linter.model.project._imports import ModuleFiles
+from linter.model.project._module_context import FunctionRef
+from linter.model.project._project import Project
+from linter.model.project._summary import ModuleSummary
 from linter.model.steps._iteration import Kind, of_module
-from linter.model.project._project import FunctionRef, Project
-from linter.model.project._summary import ModuleSummary, summarize
 from linter.model.syntax._tree import descendants
 
 
@@ -27,7 +30,7 @@ def build(tmp_path: Path, sources: dict[str, str]) -> Project:
         path.write_text(text, encoding="utf-8")
         context = ModuleContext(str(path), text, cst.parse_module(text))
         summaries[str(path)] = summarize(context, str(path), has_amp=True)
-    return Project(ModuleFiles(str(tmp_path), list(summaries)), summaries)
+    return Project(ModuleFiles(str(tmp_path), list(summaries)), summaries, maker=SUMMARY_MAKER)
 
 
 def context_of(project: Project, path: Path) -> ModuleContext:

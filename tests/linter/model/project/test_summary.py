@@ -15,11 +15,13 @@ from linter._parse import parse_module
 from linter._rule import ModuleContext
 from linter.api import _AnyRuleWants
 from linter.model.assembly._project_build import build_project
-from linter.model.project._summary import SUMMARY_FORMAT, ModuleSummary, summarize
-from linter.model.project._summary_store import SummaryStore, summarise_file
+from linter.model.assembly._summarize import summarize
+from linter.model.assembly._summary_making import summarise_file
+from linter.model.project._summary import SUMMARY_FORMAT, ModuleSummary
+from linter.model.project._summary_store import SummaryStore
 from linter.rules import ALL_RULES
 
-FIXTURES = Path(__file__).parents[1] / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "fixtures"
 FILES = sorted(FIXTURES.rglob("*.py"))
 WANTS = _AnyRuleWants(tuple(rule() for rule in ALL_RULES))
 

@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.syntax._dotted_names import dotted_name
 from linter.model.settings._dtype_choices import DtypeOptions, dtype_choices, runs_choosing
+from linter.model.syntax._dotted_names import dotted_name
 from linter.model.syntax._module_index import ModuleIndex, module_index
 
 FLAG = 'parser.add_argument("--dtype", default="{default}", choices=["bf16", "fp16", "fp32"])\n'

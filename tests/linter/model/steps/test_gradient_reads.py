@@ -8,9 +8,9 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.syntax._dotted_names import ImportAliases
 from linter.model.steps._gradient_reads import gradient_loggers, is_gradient_expression
 from linter.model.steps._iteration import Kind, of_module
+from linter.model.syntax._dotted_names import ImportAliases
 from linter.model.syntax._module_index import module_index
 
 

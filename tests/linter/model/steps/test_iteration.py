@@ -1,4 +1,5 @@
-"""The shared model of a training iteration (`linter.model.steps._iteration`) on shapes it must read."""
+"""The shared model of a training iteration (`linter.model.steps._iteration`) on shapes it must
+read."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import pytest
 
 import linter.model.steps._per_step as per_step
 from linter._rule import ModuleContext
-from linter.model.syntax._module_index import module_index
 from linter.model.steps._per_step import PerStepAnalysis
+from linter.model.syntax._module_index import module_index
 
 
 def reasons(source: str, *, fresh: bool = False) -> dict[str, str | None]:

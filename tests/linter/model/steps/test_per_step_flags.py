@@ -1,4 +1,5 @@
-"""Guards that reach an ``if`` through a flag (`linter.model.steps._per_step.PerStepAnalysis.guard`)."""
+"""Guards that reach an ``if`` through a flag
+(`linter.model.steps._per_step.PerStepAnalysis.guard`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.syntax._module_index import module_index
 from linter.model.steps._per_step import Guard, PerStepAnalysis
+from linter.model.syntax._module_index import module_index
 
 
 def guards(source: str) -> list[Guard | None]:

@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.syntax._module_index import ModuleIndex, module_index
 from linter.model.steps._scale_reads import scale_reads, skip_detections
+from linter.model.syntax._module_index import ModuleIndex, module_index
 from linter.model.values._scaler_receivers import scaler_receivers
 
 

@@ -8,7 +8,6 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model.steps._iteration import of_module
-from linter.model.syntax._module_index import module_index
 from linter.model.steps._scaled_clips import (
     ClipVerdicts,
     in_a_nested_loop,
@@ -16,6 +15,7 @@ from linter.model.steps._scaled_clips import (
     under_the_steps_conditions,
 )
 from linter.model.steps._unscaling import unscaling_calls
+from linter.model.syntax._module_index import module_index
 
 
 def _verdicts(source: str) -> tuple[ModuleContext, ClipVerdicts]:

@@ -8,13 +8,13 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model.steps._iteration import of_module
-from linter.model.syntax._module_index import module_index
 from linter.model.steps._scaled_losses import (
     backpropagated,
     backpropagates_scaled,
     discarded_scale,
     is_scaling_call,
 )
+from linter.model.syntax._module_index import module_index
 
 
 def _context(source: str) -> ModuleContext:

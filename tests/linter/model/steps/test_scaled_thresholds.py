@@ -9,12 +9,13 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
+from linter.model.assembly._summarize import summarize
+from linter.model.assembly._summary_making import SUMMARY_MAKER
 from linter.model.project._imports import ModuleFiles
-from linter.model.steps._iteration import Kind, of_module
-from linter.model.syntax._module_index import module_index
 from linter.model.project._project import Project
+from linter.model.steps._iteration import Kind, of_module
 from linter.model.steps._scaled_thresholds import scaled_thresholds
-from linter.model.project._summary import summarize
+from linter.model.syntax._module_index import module_index
 
 
 def _verdicts(context: ModuleContext) -> list[bool]:
@@ -160,7 +161,7 @@ def _project(tmp_path: Path, sources: dict[str, str]) -> Project:
         path.write_text(text, encoding="utf-8")
         context = ModuleContext(str(path), text, cst.parse_module(text))
         summaries[str(path)] = summarize(context, str(path), has_amp=True)
-    return Project(ModuleFiles(str(tmp_path), list(summaries)), summaries)
+    return Project(ModuleFiles(str(tmp_path), list(summaries)), summaries, maker=SUMMARY_MAKER)
 
 
 def _in_project(project: Project, path: Path) -> list[bool]:

@@ -8,8 +8,8 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model.steps._iteration import Kind, TrainingIterations, of_module
-from linter.model.syntax._module_index import ModuleIndex, module_index
 from linter.model.steps._scaler_switches import DISABLED, scaler_off, scaler_switches
+from linter.model.syntax._module_index import ModuleIndex, module_index
 
 
 def _model(source: str) -> tuple[ModuleIndex, TrainingIterations]:

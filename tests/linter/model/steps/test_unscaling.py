@@ -9,8 +9,8 @@ import libcst as cst
 
 from linter._rule import ModuleContext
 from linter.model.steps._iteration import Kind, of_module
-from linter.model.syntax._module_index import module_index
 from linter.model.steps._unscaling import may_run_before
+from linter.model.syntax._module_index import module_index
 
 SOURCE = """
 import torch

@@ -11,7 +11,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from linter._rule import positions_of
 from linter.model.syntax._tree import children, code_children, descendants, walk
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 #: Every construct of the grammar, in source shapes where libcst's field order and its visiting
 #: order differ (decorators before the name, the test of a conditional expression after its

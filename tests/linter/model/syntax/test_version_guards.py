@@ -9,9 +9,9 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.values._deprecated_amp_api import CURRENT_API
 from linter.model.syntax._module_index import module_index
 from linter.model.syntax._version_guards import CompatFallbacks, old_torch_arm
+from linter.model.values._deprecated_amp_api import CURRENT_API
 
 
 @pytest.mark.parametrize(

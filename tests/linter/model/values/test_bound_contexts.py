@@ -6,9 +6,9 @@ import textwrap
 
 import libcst as cst
 
-from linter.model.values._bound_contexts import bound_contexts
 from linter.model.syntax._module_index import ModuleIndex
 from linter.model.syntax._path_facts import Fact, Facts
+from linter.model.values._bound_contexts import bound_contexts
 
 
 def entered(source: str) -> list[tuple[str, str, frozenset[Fact]]]:

@@ -8,9 +8,9 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.values._checkpoints import Checkpoints, checkpoints
 from linter.model.steps._iteration import of_module
 from linter.model.syntax._module_index import module_index
+from linter.model.values._checkpoints import Checkpoints, checkpoints
 
 
 def model(source: str) -> tuple[ModuleContext, Checkpoints]:

@@ -7,6 +7,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
+from linter.model.syntax._dotted_names import ImportAliases
+from linter.model.syntax._module_index import module_index
 from linter.model.values._deprecated_amp_api import (
     DEPRECATED,
     deprecated_imports,
@@ -14,8 +16,6 @@ from linter.model.values._deprecated_amp_api import (
     head_name,
     new_spelling,
 )
-from linter.model.syntax._dotted_names import ImportAliases
-from linter.model.syntax._module_index import module_index
 
 
 def uses(source: str) -> list[tuple[int, str, bool]]:

@@ -9,15 +9,10 @@ import libcst as cst
 from test_project import build, context_of
 
 from linter._rule import ModuleContext
-from linter.model.values._exported_values import (
-    AUTOCAST,
-    AUTOCAST_FACTORY,
-    ENGINE,
-    SCALER,
-    imported_values,
-    value_records,
-)
+from linter.model.project._value_records import AUTOCAST, AUTOCAST_FACTORY, ENGINE, SCALER
 from linter.model.syntax._module_index import module_index
+from linter.model.values._exported_values import value_records
+from linter.model.values._imported_values import imported_values
 
 
 def exported(source: str) -> dict[str, tuple[str, str]]:

@@ -9,8 +9,8 @@ import pytest
 
 from linter._rule import ModuleContext
 from linter.model.syntax._dotted_names import ImportAliases
-from linter.model.values._fp16_requests import asks_for_fp16
 from linter.model.syntax._module_index import ModuleIndex, module_index, walk
+from linter.model.values._fp16_requests import asks_for_fp16
 
 
 def _index(source: str) -> tuple[ModuleIndex, ImportAliases]:
