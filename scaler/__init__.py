@@ -9,6 +9,7 @@ from ._checkpoint_inspect import (
 )
 from ._fp16_compat import Fp16CompatReport, Fp16Offender, check_fp16_compat
 from ._grad_scaler import GradScaler, OptState
+from ._overflow_report import OverflowReport, OverflowRow
 from ._policy import ScaleBelowOneError, ScaleBelowOneWarning
 from ._skip_aware_scheduler import SkipAwareScheduler
 from ._stats import ScalerStats
@@ -22,6 +23,8 @@ __all__: list[str] = [
     "Fp16Offender",
     "GradScaler",
     "OptState",
+    "OverflowReport",
+    "OverflowRow",
     "ScaleBelowOneError",
     "ScaleBelowOneWarning",
     "ScalerStats",

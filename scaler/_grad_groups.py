@@ -24,13 +24,15 @@ _device_index = torch.Tensor.get_device
 class GradGroups:
     """One optimizer's gradients, split by (device, dtype); the split is cached by signature."""
 
-    __slots__ = ("_devices", "_has_sparse", "_kinds", "_split")
+    __slots__ = ("_devices", "_has_sparse", "_indices", "_kinds", "_split")
 
     def __init__(self) -> None:
         self._kinds: list[tuple[torch.dtype, torch.layout]] | None = None
         self._devices: list[int] | None = None
         #: (device, dtype, indices into the gradient list) for each group.
         self._split: list[tuple[torch.device, torch.dtype, list[int]]] = []
+        #: Each group's indices alone (for ``indices()``); a new list at every rebuild.
+        self._indices: list[list[int]] = []
         self._has_sparse = False
 
     def group(
@@ -62,6 +64,13 @@ class GradGroups:
         """The (device, dtype) of each group at the last ``group()``, without touching grads."""
         return [(device, dtype) for device, dtype, _ in self._split]
 
+    def indices(self) -> list[list[int]]:
+        """Each group's positions in the list of present gradients (parameters in
+        ``param_groups`` order, those without a gradient left out) at the last ``group()``;
+        the same list object until the grouping is rebuilt, so callers that cache something per
+        layout can compare it by identity. Sparse gradients are grouped in the same order."""
+        return self._indices
+
     def _rebuild(
         self,
         grads: list[torch.Tensor],
@@ -74,6 +83,7 @@ class GradGroups:
         for i, (dtype, _) in enumerate(kinds):
             split.setdefault((grads[i].device, dtype), []).append(i)
         self._split = [(device, dtype, indices) for (device, dtype), indices in split.items()]
+        self._indices = [indices for _, _, indices in self._split]
         self._has_sparse = any(layout is not torch.strided for _, layout in kinds)
         self._kinds = kinds
         self._devices = devices

@@ -22,6 +22,8 @@ from scaler._errors import ScalerArgumentError, ScalerUsageError
 from scaler._fused_support import fused_step_is_safe
 from scaler._grad_groups import GradGroups
 from scaler._host_mirror import HostMirror, to_fp32
+from scaler._overflow_report import OverflowReport
+from scaler._overflow_tracking import OverflowTracker, named_tensors
 from scaler._peek import CudaScalePeek
 from scaler._per_optimizer import PerOptimizer
 from scaler._policy import BELOW_ONE_POLICIES, BelowOnePolicy, report_below_one
@@ -49,6 +51,7 @@ from scaler._validation import (
     check_growth_factor,
     check_growth_interval,
     check_optimizer,
+    check_report_top,
     check_scale,
     fresh_stats,
     is_int,
@@ -157,6 +160,11 @@ class GradScaler(torch.amp.GradScaler):
             the next point where the host reads the scale. ``state_dict()`` (checkpointing,
             pickling) never raises: with "raise" the event waits for the next ``peek_scale()``,
             ``get_scale()``, ``stats()`` or ``check()``.
+        track_overflows: keyword-only; keep, per gradient tensor and on the device, the steps
+            in which it was non-finite (how many, the first, the last) and its largest finite
+            magnitude, for :meth:`overflow_report` — which layer overflowed, during the run.
+            Costs one more foreach reduction per step and no host read; ``watch(model)`` names
+            the tensors. Not saved in ``state_dict()``.
     """
 
     def __init__(
@@ -173,6 +181,7 @@ class GradScaler(torch.amp.GradScaler):
         hysteresis: int = 1,
         below_one: BelowOnePolicy = "ignore",
         process_group: Any = None,
+        track_overflows: bool = False,
     ) -> None:
         if isinstance(device, torch.device):
             device = device.type
@@ -198,6 +207,12 @@ class GradScaler(torch.amp.GradScaler):
             )
         self._hysteresis = hysteresis
         self._below_one = below_one
+        if not isinstance(track_overflows, bool):
+            raise ScalerArgumentError(f"track_overflows must be a bool, got {track_overflows!r}")
+        self._track_overflows = track_overflows
+        #: Per-tensor overflow verdicts (``track_overflows=True``); None when off. Set even
+        #: when disabled, so that ``watch()`` and ``overflow_report()`` work everywhere.
+        self._overflows: OverflowTracker | None = OverflowTracker() if track_overflows else None
         if process_group is not None and not (dist.is_available() and dist.is_initialized()):
             raise ScalerArgumentError(
                 "process_group was given but torch.distributed is not initialized; call "
@@ -455,7 +470,8 @@ class GradScaler(torch.amp.GradScaler):
         found_inf_per_device: dict[torch.device, torch.Tensor] = {}
         inv_scale_per_device: dict[torch.device, torch.Tensor] = {}
         with torch.no_grad():
-            for device, _, grads in groups.group(optimizer.param_groups, allow_fp16):
+            grouped = groups.group(optimizer.param_groups, allow_fp16)
+            for device, _, grads in grouped:
                 device_found_inf = found_inf_per_device.get(device)
                 if device_found_inf is None:
                     # Our own fresh flag serves its own device; other devices, and a flag a
@@ -476,7 +492,25 @@ class GradScaler(torch.amp.GradScaler):
                 torch._amp_foreach_non_finite_check_and_unscale_(
                     grads, device_found_inf, inv_scale_per_device[device]
                 )
+            if self._overflows is not None:
+                divisor = self._still_scaled_by(inv_scale, found_inf)
+                self._overflows.record(optimizer, groups, grouped, divisor)
         return found_inf_per_device
+
+    def _still_scaled_by(
+        self, inv_scale: torch.Tensor, found_inf: torch.Tensor
+    ) -> torch.Tensor | None:
+        """What the gradients ``_unscale_grads_`` just checked must still be divided by to be
+        unscaled: nothing after our ``unscale_``; the scale on the fused path, which only checks
+        (the optimizer unscales in its kernel); ``scale * inv_scale`` for a caller's factor."""
+        state = self._state
+        if state is None:
+            return None
+        if inv_scale is state.one:
+            return state.scale
+        if found_inf is self._own_found_inf:
+            return None
+        return state.scale * inv_scale.to(state.scale.device, non_blocking=True)
 
     @eager_under_compile
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
@@ -774,6 +808,8 @@ class GradScaler(torch.amp.GradScaler):
             if self._restoring:  # a restore's dummy step: keep the loaded state
                 self._per_optimizer_states = defaultdict(_fresh_optimizer_state)
                 return
+            if self._overflows is not None:
+                self._overflows.advance()
             mirror = self._live_mirror()
             if mirror is not None and all("found_on_host" in s for s in recorded):
                 previous_scale = mirror.scale
@@ -938,7 +974,11 @@ class GradScaler(torch.amp.GradScaler):
         Counters advance on the device inside ``update()`` with no sync; this reads them (when
         every optimizer's flag already reached the host in ``step()``, with no copy at all).
         Call it at a log interval. Reports a pending below-one event like ``get_scale()``.
+        With ``track_overflows=True`` the count of tensors that have overflowed travels in the
+        same copy (on the path without a copy, it is the one read).
         """
+        tracker = self._overflows
+        overflowed = None if tracker is None else 0
         if not self._enabled:
             scale, counters, (low, high) = 1.0, [0] * _scale_update.N_COUNTERS, (1.0, 1.0)
         elif self._state is None:
@@ -946,9 +986,12 @@ class GradScaler(torch.amp.GradScaler):
             saved = self._init_stats or fresh_stats(scale)
             counters, (low, high) = saved["counters"], saved["scale_range"]
         else:
-            host = self._host_state()
+            count = None if tracker is None else tracker.overflowed_count(self._state.scale.device)
+            host = self._host_state(extra=count)
             scale, counters = host["scale"], host["counters"]
             low, high = host["scale_range"]
+            if count is not None:
+                overflowed = int(host["extra"][0])
             mirror = self._mirror
             assert mirror is not None  # _host_state() leaves one
             self._report_event(scale, mirror.event_pending(), mirror.mark_reported)
@@ -962,7 +1005,63 @@ class GradScaler(torch.amp.GradScaler):
             min_scale_seen=low,
             max_scale_seen=high,
             steps_below_one=counters[STEPS_BELOW_ONE],
+            overflowed_tensors=overflowed,
         )
+
+    # ----------------------------------------------------------------- which tensor overflowed
+
+    def is_tracking_overflows(self) -> bool:
+        """Whether the scaler was made with ``track_overflows=True``."""
+        return self._overflows is not None
+
+    def _require_tracking(self, method: str) -> OverflowTracker:
+        tracker = self._overflows
+        if tracker is None:
+            raise ScalerUsageError(
+                f"{method} needs a scaler that tracks overflows: "
+                "GradScaler(..., track_overflows=True)"
+            )
+        return tracker
+
+    @eager_under_compile
+    def watch(self, model: torch.nn.Module | Any, *, prefix: str = "") -> None:
+        """Name the tensors of :meth:`overflow_report` after the model's parameters.
+
+        Takes a module (its ``named_parameters()``), a dict of names to parameters, or
+        (name, parameter) pairs; ``prefix`` is put before each name (``watch(generator,
+        prefix="G.")`` and ``watch(discriminator, prefix="D.")`` when two models share the
+        scaler). Call it before or during training, as often as you like; the latest name of a
+        tensor wins. Names only: nothing is copied, and parameters are referenced weakly. A
+        tensor that is not watched is named by its position in its optimizer,
+        ``param_groups[0][57]``. Raises ``TypeError`` for anything else than the above, and
+        :class:`ScalerUsageError` unless the scaler tracks overflows.
+        """
+        named = named_tensors(model, prefix)
+        self._require_tracking("watch()").watch(named)
+
+    @eager_under_compile
+    def overflow_report(self, top: int | None = 10) -> OverflowReport:
+        """Which gradient tensors held an inf or NaN, since when and how often: one host read.
+
+        With ``track_overflows=True`` every step keeps, on the device and with no sync, for each
+        gradient tensor: the steps in which it was non-finite, the first and the last of them,
+        and its largest finite magnitude after unscaling. This reads all of it (one
+        device-to-host copy per device) and returns the ``top`` tensors (None: all) that
+        overflowed, the first to overflow first, as an :class:`OverflowReport`: ``print()`` it,
+        or log ``report.to_dict()``. Call it when the scale falls or at a log interval, not
+        every step. Steps are numbered as :meth:`stats` counts them (``update()`` calls before
+        the step); a loaded checkpoint continues the numbering. Each rank of a process group
+        reports its own tensors (its shards, under FSDP2). A disabled scaler reports nothing.
+
+        Example::
+
+            scaler = GradScaler("cuda", track_overflows=True)
+            scaler.watch(model)
+            ...  # train
+            print(scaler.overflow_report(top=5))
+        """
+        top = check_report_top(top)
+        return self._require_tracking("overflow_report()").report(top)
 
     def _get_growth_tracker(self) -> int:
         if not self._enabled:
@@ -1015,15 +1114,25 @@ class GradScaler(torch.amp.GradScaler):
             },
         }
 
-    def _host_state(self) -> dict[str, Any]:
-        """All device state as Python values: from the mirror, or read (and mirrored again)."""
+    def _host_state(self, extra: torch.Tensor | None = None) -> dict[str, Any]:
+        """All device state as Python values: from the mirror, or read (and mirrored again).
+
+        ``extra`` (a tensor on the scale's device) comes back as a list under "extra": in the
+        same copy as the state, or read alone when the mirror makes that copy unnecessary.
+        """
         state = self._state
         assert state is not None
         mirror = self._live_mirror()
+        extra_values = None
         if mirror is None:
-            mirror = self._mirror = HostMirror.from_host(state.to_host())
+            host = state.to_host(extra)
+            extra_values = host["extra"]
+            mirror = self._mirror = HostMirror.from_host(host)
             mirror.remember_versions(state)
+        elif extra is not None:
+            extra_values = extra.reshape(-1).tolist()
         return {
+            "extra": extra_values,
             "scale": mirror.scale,
             "growth_tracker": mirror.growth_tracker,
             "hysteresis_tracker": mirror.hysteresis_tracker,
@@ -1058,6 +1167,8 @@ class GradScaler(torch.amp.GradScaler):
         self._init_growth_tracker = loaded["_growth_tracker"]
         self._init_hysteresis_tracker = loaded[HYSTERESIS_KEY]
         stats = loaded[STATS_KEY] or fresh_stats(scale)
+        if self._overflows is not None:  # what was tracked stays; the numbering follows the load
+            self._overflows.restart_at(stats["counters"][STEPS])
         if self._state is None:
             self._init_stats = stats
             return
@@ -1125,11 +1236,20 @@ class GradScaler(torch.amp.GradScaler):
             state["_last_found_on_host"] = None
             # A process group cannot travel; pass one again to the unpickled scaler's owner.
             state["_process_group"] = None
+        # Tracked overflows are not part of the scaler's state (nor of its checkpoints), and the
+        # names of watch() refer to this process's tensors: the unpickled scaler starts afresh.
+        state["_overflows"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_restoring", False)  # pickled before it existed
+        self.__dict__.setdefault("_track_overflows", False)
+        if self._track_overflows:
+            saved = self.__dict__.get("_init_stats")
+            self._overflows = OverflowTracker(saved["counters"][STEPS] if saved else 0)
+        else:
+            self._overflows = None
         if self._enabled:
             self._grad_groups = PerOptimizer()
             self._last_found_inf = PerOptimizer()

@@ -53,7 +53,7 @@ _INCREMENT_BY_FLOOR_ONLY = tuple(
 )
 
 
-def _on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def constant_on_device(values, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A small constant vector made on the device by fills: a host-to-device copy of pageable
     memory would synchronise, and the state is created lazily inside the training loop."""
     vector = torch.empty(len(values), dtype=dtype, device=device)
@@ -99,8 +99,8 @@ class ScaleState:
         hysteresis_tracker: int,
         floor: float = SAFETY_FLOOR,
     ) -> None:
-        self._probe = _on_device([scale, scale, 0.0, -1.0, 1.0], torch.float32, device)
-        self._limits = _on_device([1.0, floor, 0.0, 0.0, 0.0], torch.float32, device)
+        self._probe = constant_on_device([scale, scale, 0.0, -1.0, 1.0], torch.float32, device)
+        self._limits = constant_on_device([1.0, floor, 0.0, 0.0, 0.0], torch.float32, device)
         #: The loss scale, fp32, 0-dim (a view into the probe): torch's layout, so fused
         #: optimizers can use it directly; updated in place only.
         self.scale = self._probe[_PROBE_SCALE]
@@ -119,14 +119,16 @@ class ScaleState:
         self._streak = self.counters[OVERFLOW_STREAK]
         self._longest = self.counters[LONGEST_OVERFLOW_STREAK]
         #: ``[min, -max]`` of the scale after each update, negated so one ``minimum`` updates both.
-        self.scale_range = _on_device([scale, -scale], torch.float32, device)
-        self._signs = _on_device([1.0, -1.0], torch.float32, device)
+        self.scale_range = constant_on_device([scale, -scale], torch.float32, device)
+        self._signs = constant_on_device([1.0, -1.0], torch.float32, device)
         #: ``counters[FLOOR_HITS:]`` when the host last reported an event; a difference is a new
         #: event (a floor hit, or an update that ended below 1) found without extra bookkeeping.
         self.reported = torch.zeros(2, dtype=torch.int64, device=device)
-        self._increment_by = _on_device(_INCREMENT_BY, torch.int64, device)
-        self._keep_if = _on_device(_KEEP_IF, torch.int64, device)
-        self._increment_by_floor_only = _on_device(_INCREMENT_BY_FLOOR_ONLY, torch.int64, device)
+        self._increment_by = constant_on_device(_INCREMENT_BY, torch.int64, device)
+        self._keep_if = constant_on_device(_KEEP_IF, torch.int64, device)
+        self._increment_by_floor_only = constant_on_device(
+            _INCREMENT_BY_FLOOR_ONLY, torch.int64, device
+        )
         #: On CUDA, the update captured as a graph (see ``UpdateGraph``); None until the first
         #: update there, False where capturing failed and the eager ops are used instead.
         self.update_graph: UpdateGraph | bool | None = None
@@ -150,19 +152,23 @@ class ScaleState:
         self.scale_range[0].fill_(low)
         self.scale_range[1].fill_(-high)
 
-    def to_host(self) -> dict[str, Any]:
+    def to_host(self, extra: torch.Tensor | None = None) -> dict[str, Any]:
         """Everything as Python values, in one device-to-host copy (fp64 holds the int64
-        counters exactly up to 2**53)."""
-        packed = torch.cat(
-            (
-                self.scale.double().reshape(1),
-                self.growth_tracker.double().reshape(1),
-                self.hysteresis_tracker.double().reshape(1),
-                self.counters.double(),
-                self.scale_range.double(),
-                self.reported.double(),
-            )
-        ).tolist()
+        counters exactly up to 2**53). ``extra``, a tensor on the same device, travels in the
+        same copy and comes back as a list under "extra"."""
+        parts = [
+            self.scale.double().reshape(1),
+            self.growth_tracker.double().reshape(1),
+            self.hysteresis_tracker.double().reshape(1),
+            self.counters.double(),
+            self.scale_range.double(),
+            self.reported.double(),
+        ]
+        if extra is not None:
+            parts.append(extra.double().reshape(-1))
+        packed = torch.cat(parts).tolist()
+        extra_values = packed[7 + N_COUNTERS :]
+        del packed[7 + N_COUNTERS :]
         counters = [int(v) for v in packed[3 : 3 + N_COUNTERS]]
         low, negative_high = packed[3 + N_COUNTERS : 5 + N_COUNTERS]
         return {
@@ -172,6 +178,7 @@ class ScaleState:
             "counters": counters,
             "scale_range": [low, -negative_high],
             "reported": [int(v) for v in packed[5 + N_COUNTERS :]],
+            "extra": extra_values,
         }
 
     def clamp_and_record(self, found_inf: torch.Tensor, floor: float, cap: float) -> None:

@@ -38,6 +38,10 @@ class ScalerStats:
     max_scale_seen: float
     #: Updates that left the scale below 1.
     steps_below_one: int
+    #: With ``track_overflows=True``, the gradient tensors that have held an inf or NaN in at
+    #: least one step so far (``overflow_report()`` says which); None when tracking is off.
+    #: Not restored from a checkpoint: it counts from the start of this process's tracking.
+    overflowed_tensors: int | None = None
 
     @property
     def skip_rate(self) -> float:

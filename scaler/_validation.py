@@ -124,6 +124,17 @@ def check_optimizer(optimizer: object, method: str) -> None:
         )
 
 
+def check_report_top(top: object) -> int | None:
+    """``overflow_report(top=...)``: how many rows, an int >= 1, or None for all of them."""
+    if top is None:
+        return None
+    if not is_int(top) or top < 1:
+        raise ScalerArgumentError(
+            f"top must be an int >= 1 (the number of rows), or None for all, got {top!r}"
+        )
+    return int(top)
+
+
 def check_bounds(min_scale: object, max_scale: object) -> tuple[float | None, float | None]:
     given = {"min_scale": min_scale, "max_scale": max_scale}
     for name, value in given.items():

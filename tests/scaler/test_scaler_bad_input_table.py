@@ -167,6 +167,88 @@ CONSTRUCTOR = [
         ValueError,
         "process_group was given but torch.distributed is not initialized",
     ),
+    *(
+        BadCall(
+            "GradScaler(track_overflows)",
+            what,
+            ctor(track_overflows=value),
+            ValueError,
+            "track_overflows must be a bool",
+        )
+        for what, value in [("int 1", 1), ("str", "yes"), ("None", None)]
+    ),
+]
+
+
+def tracking() -> GradScaler:
+    return GradScaler("cpu", track_overflows=True)
+
+
+#: watch() and overflow_report(): a clear error for what they cannot take.
+OVERFLOW_TRACKING = [
+    *(
+        BadCall(
+            "GradScaler.watch",
+            what,
+            lambda s, value=value: tracking().watch(value),
+            TypeError,
+            match,
+        )
+        for what, value, match in [
+            ("str", "model", r"watch\(\) takes a torch.nn.Module.*got str"),
+            ("int", 3, r"watch\(\) takes a torch.nn.Module.*got int"),
+            ("a tensor", torch.ones(2), r"watch\(\) takes a torch.nn.Module.*got Tensor"),
+            ("None", None, r"watch\(\) takes a torch.nn.Module.*got NoneType"),
+            (
+                "parameters without names",
+                [torch.nn.Parameter(torch.ones(2))],
+                r"\(name, parameter\) pairs .*; item 0 is Parameter \(2,\)$",
+            ),
+            (
+                "a name that is not a str",
+                [(0, torch.nn.Parameter(torch.ones(2)))],
+                r"item 0 is \(0, Parameter \(2,\)\)$",
+            ),
+            ("names without tensors", {"w": 1.0}, r"item 0 is \('w', 1\.0\)"),
+        ]
+    ),
+    BadCall(
+        "GradScaler.watch",
+        "prefix not a str",
+        lambda s: tracking().watch(torch.nn.Linear(1, 1), prefix=3),
+        TypeError,
+        r"watch\(\): prefix must be a str, got int",
+    ),
+    BadCall(
+        "GradScaler.watch",
+        "a scaler that does not track overflows",
+        lambda s: s.scaler.watch(torch.nn.Linear(1, 1)),
+        RuntimeError,
+        r"watch\(\) needs a scaler that tracks overflows: .*track_overflows=True",
+    ),
+    *(
+        BadCall(
+            "GradScaler.overflow_report",
+            what,
+            lambda s, value=value: tracking().overflow_report(top=value),
+            ValueError,
+            r"top must be an int >= 1 \(the number of rows\), or None for all",
+        )
+        for what, value in [
+            ("top 0", 0),
+            ("top negative", -3),
+            ("top fraction", 2.5),
+            ("top str", "3"),
+            ("top bool", True),
+        ]
+    ),
+    BadCall(
+        "GradScaler.overflow_report",
+        "a scaler that does not track overflows",
+        lambda s: s.scaler.overflow_report(),
+        RuntimeError,
+        r"overflow_report\(\) needs a scaler that tracks overflows",
+    ),
 ]
 
 METHODS = [
@@ -289,6 +371,7 @@ METHODS = [
             "check",
             "stats",
             "restoring",
+            "is_tracking_overflows",
         )
     ),
     BadCall(
@@ -515,6 +598,8 @@ RESULT_RECORDS = (
     "DtypeCount",
     "Fp16CompatReport",
     "Fp16Offender",
+    "OverflowReport",
+    "OverflowRow",
     "ScalerStats",
     "SkippedFile",
 )
@@ -525,7 +610,13 @@ TAKE_NO_INPUT = {
     "ScaleBelowOneWarning": "a warning category ours warns",
     "OptState": "torch's enum of per-optimizer stages, re-exported for isinstance checks",
 }
-ROWS = [*CONSTRUCTOR, *METHODS, *FUNCTIONS, *map(_frozen_field_write, RESULT_RECORDS)]
+ROWS = [
+    *CONSTRUCTOR,
+    *METHODS,
+    *OVERFLOW_TRACKING,
+    *FUNCTIONS,
+    *map(_frozen_field_write, RESULT_RECORDS),
+]
 
 
 def run(call: Callable[[Setup], object], setup: Setup) -> BaseException | None:
