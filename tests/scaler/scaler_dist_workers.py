@@ -466,3 +466,76 @@ def fsdp2_fused_with_checkpoint(rank, world, init_file, out_dir):
         out_dir,
         lambda rank, world: _fsdp2_fused_with_checkpoint(rank, world, out_dir),
     )
+
+
+# --- issue 45: overflow tracking on the process-group path -----------------------------------
+
+#: The rank whose gradient of ``0.weight`` (its local shard, under FSDP2) is poisoned, and when.
+TRACKED_POISON_RANK = 1
+
+
+def _tracked_run(rank: int, make_model, fused: bool, track: bool) -> dict:
+    """``STEPS`` steps with rank 1's ``0.weight`` gradient poisoned at ``POISONED_STEP``; the
+    syncs of each step and, with tracking, the report and stats of this rank."""
+    model, optimizer = make_model(fused)
+    scaler = GradScaler("cpu", process_group=dist.group.WORLD, track_overflows=track)
+    if track:
+        scaler.watch(model)
+    syncs, skipped = [], []
+    for step in range(STEPS):
+        optimizer.zero_grad()
+        inputs, target = _batch(step, rank, dist.get_world_size())
+        scaler.scale(_loss(model, inputs, target)).backward()
+        if rank == TRACKED_POISON_RANK and step == POISONED_STEP:
+            _local_grad(model[0].weight).view(-1)[0] = float("inf")
+        with SyncCounter() as counter:  # the all-reduce included
+            scaler.step(optimizer)
+            scaler.update()
+        syncs.append(counter.count)
+        skipped.append(bool(scaler.step_skipped(optimizer)))
+    result = {"syncs": syncs, "skipped": skipped}
+    if track:
+        report = scaler.overflow_report()
+        result["rows"] = [
+            (row.name, row.nonfinite_steps, row.first_step, row.last_step) for row in report.rows
+        ]
+        result["tracked_tensors"] = report.tracked_tensors
+        result["stats_overflowed"] = scaler.stats().overflowed_tensors
+    return result
+
+
+def _local_grad(param: torch.Tensor) -> torch.Tensor:
+    grad = param.grad
+    return grad.to_local() if hasattr(grad, "to_local") else grad
+
+
+def _plain(fused: bool):
+    model = _model()
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused, foreach=not fused)
+
+
+def _tracked_process_group(rank: int, world: int) -> dict:
+    result = {}
+    makers = {"plain": _plain}
+    from torch.distributed import fsdp
+
+    if hasattr(fsdp, "fully_shard"):  # FSDP2 (DTensor gradients), public from torch 2.6
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh("cpu", (world,))
+
+        def sharded(fused: bool):
+            model, _ = _sharded(mesh)
+            return model, torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
+
+        makers["fsdp2"] = sharded
+    for name, make_model in makers.items():
+        for fused in (False, True):
+            for track in (False, True):
+                key = f"{name}-{'fused' if fused else 'foreach'}-{'tracked' if track else 'plain'}"
+                result[key] = _tracked_run(rank, make_model, fused, track)
+    return result
+
+
+def tracked_process_group(rank, world, init_file, out_dir):
+    _run(rank, world, init_file, out_dir, _tracked_process_group)

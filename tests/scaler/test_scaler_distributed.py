@@ -176,3 +176,52 @@ def test_training_resumed_from_the_checkpoint_matches_training_on(fsdp2_fused) -
     for rank in fsdp2_fused:
         assert all(original == resumed for original, resumed in rank["resumed_scales"])
         assert rank["resumed_exact"]
+
+
+# --- issue 45: overflow tracking on the process-group path -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def tracked_process_group(tmp_path_factory) -> list[dict]:
+    return spawn(workers.tracked_process_group, tmp_path_factory.mktemp("tracked"))
+
+
+def _tracked_cases(ranks: list[dict]) -> list[str]:
+    from torch.distributed import fsdp
+
+    cases = sorted(key.removesuffix("-tracked") for key in ranks[0] if key.endswith("-tracked"))
+    expected = {"plain-foreach", "plain-fused"}
+    if hasattr(fsdp, "fully_shard"):  # FSDP2's DTensor gradients: each rank its own shards
+        expected |= {"fsdp2-foreach", "fsdp2-fused"}
+    assert set(cases) == expected
+    return cases
+
+
+def test_each_rank_reports_its_own_tensors(tracked_process_group) -> None:
+    poisoned = workers.TRACKED_POISON_RANK
+    for case in _tracked_cases(tracked_process_group):
+        for rank, result in enumerate(tracked_process_group):
+            tracked = result[f"{case}-tracked"]
+            # Every rank skipped the poisoned step (the flag is agreed)...
+            assert tracked["skipped"] == [s == workers.POISONED_STEP for s in range(workers.STEPS)]
+            # ...but only the rank whose gradient held the inf names it.
+            expected = (
+                [("0.weight", 1, workers.POISONED_STEP, workers.POISONED_STEP)]
+                if rank == poisoned
+                else []
+            )
+            assert tracked["rows"] == expected, (case, rank)
+            assert tracked["stats_overflowed"] == len(expected)
+            assert tracked["tracked_tensors"] == 4
+
+
+def test_tracking_adds_no_host_read_and_no_collective_on_the_process_group_path(
+    tracked_process_group,
+) -> None:
+    # The step and update syncs, the found-inf all-reduce included, are those without tracking;
+    # a collective added by tracking would make a rank that skips it hang, not pass.
+    for case in _tracked_cases(tracked_process_group):
+        for result in tracked_process_group:
+            assert result[f"{case}-tracked"]["syncs"] == result[f"{case}-plain"]["syncs"], case
+            if case.endswith("-fused"):
+                assert set(result[f"{case}-tracked"]["syncs"]) == {0}
