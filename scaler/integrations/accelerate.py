@@ -11,6 +11,9 @@ holder uses it, whether it runs before or after ``prepare()``::
     ...
     if step % 100 == 0:
         print(scaler.peek_scale(), scaler.stats().skipped_steps)
+
+With ``use_ampscale(accelerator, track_overflows=True)``, every ``accelerator.log(...)`` also
+writes which parameters' gradients overflowed (the top rows of ``scaler.overflow_report()``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from scaler._grad_scaler import GradScaler
 from scaler._skip_aware_scheduler import make_skip_aware
 from scaler.integrations._adopt import adopt_scaler
 from scaler.integrations._extras import require
+from scaler.integrations._log_fields import overflow_fields
 
 require("accelerate", "accelerate", "accelerate")
 
@@ -52,6 +56,14 @@ def use_ampscale(
     in place): accelerate already holds back a scheduler after a skipped non-fused step, but
     cannot tell that a fused optimizer skipped (accelerate #4242); ours can, with no host read.
 
+    With ``track_overflows=True`` the scaler keeps, per gradient tensor, which ones held an inf
+    or NaN (no per-step sync), and every ``accelerator.log(values, step)`` on the main process
+    also writes ``tracked_tensors``, ``overflowed_tensors`` and the first three rows of
+    :meth:`~scaler.GradScaler.overflow_report` (``overflow/<parameter>/nonfinite_steps``,
+    ``.../first_step``, ``.../last_step``, ``.../max_abs``), the parameters named after the
+    prepared models: one more small read per log, none between logs. Each process tracks its
+    own gradients; accelerate logs the main process's.
+
     Raises ``ValueError`` when the accelerator has no scaler: bf16, fp32, DeepSpeed (which scales
     on its own), or fp16 on CPU, where accelerate neither autocasts nor scales.
     """
@@ -71,7 +83,32 @@ def use_ampscale(
     _load_state_while_restoring(accelerator)
     if skip_aware_schedule:
         _make_schedules_skip_aware(accelerator, scaler)
+    if scaler.is_tracking_overflows():
+        _log_overflows(accelerator)
     return scaler
+
+
+def _log_overflows(accelerator: Accelerator) -> None:
+    """``accelerator.log`` that adds the overflow report's top rows on the main process.
+
+    The models are watched at each log rather than at ``prepare()``: ``use_ampscale`` may run
+    before or after it, and a log is where the names are needed.
+    """
+    log = accelerator.log
+    if getattr(log, "_overflows", False):
+        return
+
+    def log_with_overflows(values: dict, step: int | None = None, **kwargs: Any) -> Any:
+        scaler = accelerator.scaler
+        if accelerator.is_main_process and isinstance(scaler, GradScaler):
+            for model in accelerator._models:
+                scaler.watch(accelerator.unwrap_model(model))
+            values = {**values, **overflow_fields(scaler)}
+        return log(values, step=step, **kwargs)
+
+    functools.update_wrapper(log_with_overflows, log)
+    log_with_overflows._overflows = True  # type: ignore[attr-defined]
+    accelerator.log = log_with_overflows  # type: ignore[method-assign]
 
 
 def _load_state_while_restoring(accelerator: Accelerator) -> None:

@@ -98,6 +98,12 @@ class LossScaleMonitor(Callback):
     below 1 and ``floor_hits`` mean the model overflows fp16 at any scale (see the
     ``below_one`` option of :func:`precision_plugin`).
 
+    With ``precision_plugin(..., track_overflows=True)`` it also watches the LightningModule
+    (:meth:`~scaler.GradScaler.watch`) and each of its logs carries ``tracked_tensors``,
+    ``overflowed_tensors`` and the first three rows of :meth:`~scaler.GradScaler.overflow_report`
+    as ``overflow/<parameter>/nonfinite_steps``, ``.../first_step``, ``.../last_step`` and
+    ``.../max_abs``: which parameters' gradients overflowed, one more small read per log.
+
     Needs ampscale's scaler in the trainer (:func:`precision_plugin`) and at least one logger.
     """
 
@@ -124,6 +130,8 @@ class LossScaleMonitor(Callback):
                 "Trainer(plugins=[scaler.integrations.lightning.precision_plugin(...)])"
             )
         self._scaler = scaler
+        if scaler.is_tracking_overflows():
+            scaler.watch(pl_module)
 
     def _log(self, trainer: Trainer, step_offset: int = 0) -> None:
         if self._scaler is None:

@@ -89,6 +89,14 @@ class LossScaleCallback(TrainerCallback, ExportableState):
     Trainer reads the LR at every step for its logs: it gets ``peek_last_lr()`` (never waits;
     on CUDA possibly one step old, like ``loss_scale``).
 
+    With ``track_overflows=True`` (a :class:`~scaler.GradScaler` argument) the scaler keeps, per
+    gradient tensor, which ones held an inf or NaN (no per-step sync), names them after the
+    Trainer's model (:meth:`~scaler.GradScaler.watch`), and each training log also carries
+    ``tracked_tensors``, ``overflowed_tensors`` and the first three rows of
+    :meth:`~scaler.GradScaler.overflow_report` as ``overflow/<parameter>/nonfinite_steps``,
+    ``.../first_step``, ``.../last_step`` and ``.../max_abs`` (steps numbered from 0, as
+    ``state.global_step`` was during the step): one more small read per log.
+
     When the Trainer has no scaler (bf16, fp32, DeepSpeed, or fp16 on CPU, where accelerate
     neither autocasts nor scales) the callback warns once and logs nothing.
     """
@@ -185,6 +193,9 @@ class LossScaleCallback(TrainerCallback, ExportableState):
             carry_state=state.global_step > 0,
             saved_state=self._saved_state(state),
         )
+        model = kwargs.get("model")
+        if self.scaler.is_tracking_overflows() and model is not None:
+            self.scaler.watch(model)
         stats = self.scaler.stats()
         self._seen_events = (stats.steps_below_one, stats.floor_hits)
         self._in_episode = False

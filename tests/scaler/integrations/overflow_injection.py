@@ -22,3 +22,18 @@ class Overflow:
             return None
         self.remaining -= 1
         return output * math.inf
+
+
+class GradientOverflow:
+    """A gradient hook that makes one parameter's gradient inf/NaN in the given steps (counted
+    by its backward calls, from 0), as a backward pass that overflows fp16 in that layer does;
+    the other parameters' gradients stay finite, so only this one can be named."""
+
+    def __init__(self, param: torch.Tensor, steps: set[int]) -> None:
+        self.steps = steps
+        self.calls = 0
+        self.handle = param.register_hook(self._hook)
+
+    def _hook(self, grad: torch.Tensor) -> torch.Tensor | None:
+        step, self.calls = self.calls, self.calls + 1
+        return grad * math.inf if step in self.steps else None

@@ -1,7 +1,8 @@
 """Count the integrations' own reads of the scaler, to account for every sync they add.
 
 On CPU, ``peek_scale()`` reads the scale tensor itself (on CUDA it reads a pinned copy that an
-earlier step queued, no sync), and ``stats()`` is the one explicit transfer per log. The sync
+earlier step queued, no sync), ``stats()`` is the one explicit transfer per log, and, with
+``track_overflows=True``, ``overflow_report()`` is one more. The sync
 tests allow at most those, one ``SyncCounter`` count per call as measured on a bare scaler, and
 nothing else. ``SkipAwareScheduler.peek_last_lr()`` is the same kind of read of the LR (the HF
 Trainer reads the LR at every step): CPU-only, none on CUDA.
@@ -22,6 +23,7 @@ from scaler import GradScaler, SkipAwareScheduler, SyncCounter
 READS: dict[str, type] = {
     "peek_scale": GradScaler,
     "stats": GradScaler,
+    "overflow_report": GradScaler,
     "peek_last_lr": SkipAwareScheduler,
 }
 
@@ -50,10 +52,11 @@ def counting_reads() -> Iterator[Counter[str]]:
 
 def syncs_per_read() -> dict[str, int]:
     """What one call of each read costs in ``SyncCounter`` counts on a CPU scaler that stepped
-    a fused optimizer (the path the sync tests train on)."""
+    a fused optimizer (the path the sync tests train on), tracking overflows (which costs
+    ``stats()`` nothing more there: the count travels in its one copy)."""
     param = torch.nn.Parameter(torch.ones(2))
     optimizer = torch.optim.Adam([param], fused=True)
-    scaler = GradScaler("cpu")
+    scaler = GradScaler("cpu", track_overflows=True)
     schedule = SkipAwareScheduler(torch.optim.lr_scheduler.StepLR(optimizer, 2), scaler)
     scaler.scale(param.sum()).backward()
     scaler.step(optimizer)

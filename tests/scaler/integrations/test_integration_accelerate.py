@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from framework_required import need
-from overflow_injection import Overflow
+from overflow_injection import GradientOverflow, Overflow
 
 need("accelerate")
 
 from accelerate import Accelerator  # noqa: E402
+from accelerate.tracking import GeneralTracker  # noqa: E402
 
 from scaler import GradScaler, SyncCounter  # noqa: E402
 from scaler.integrations.accelerate import use_ampscale  # noqa: E402
@@ -219,3 +220,81 @@ def test_a_fused_step_with_a_skip_aware_schedule_makes_no_sync() -> None:
     assert syncs.count == 0
     assert accelerator.scaler.stats().skipped_steps == 0
     assert scheduler.state_dict()["last_epoch"] == 6
+
+
+# --------------------------------------------------------------------------- issue 45
+
+
+class Recorder(GeneralTracker):
+    """An in-memory tracker: what ``accelerator.log`` wrote, step by step."""
+
+    name = "recorder"
+    requires_logging_directory = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logged: list[tuple[int | None, dict]] = []
+
+    @property
+    def tracker(self) -> Recorder:
+        return self
+
+    def log(self, values: dict, step: int | None = None, **kwargs: object) -> None:
+        self.logged.append((step, dict(values)))
+
+
+def _tracked_accelerator(when: str, track: bool = True):
+    recorder = Recorder()
+    accelerator = Accelerator(mixed_precision="fp16", cpu=True, log_with=[recorder])
+    accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=64.0)
+    accelerator.native_amp = True
+    accelerator.init_trackers("overflows")
+    model, optimizer = _model_and_optimizer(fused=True)
+    if when == "before_prepare":
+        use_ampscale(accelerator, track_overflows=track)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    if when == "after_prepare":
+        use_ampscale(accelerator, track_overflows=track)
+    return accelerator, model, optimizer, recorder
+
+
+@pytest.mark.parametrize("when", ["before_prepare", "after_prepare"])
+def test_accelerator_log_carries_the_parameters_whose_gradients_overflowed(when: str) -> None:
+    accelerator, model, optimizer, recorder = _tracked_accelerator(when)
+    GradientOverflow(model[2].weight, {1, 3})
+    for step in range(5):
+        _train(accelerator, model, optimizer, steps=1)
+        accelerator.log({"loss": 0.0}, step=step)
+    assert [step for step, _ in recorder.logged] == [0, 1, 2, 3, 4]
+    logged = [values for _, values in recorder.logged]
+    assert [values["overflowed_tensors"] for values in logged] == [0, 1, 1, 1, 1]
+    assert [values.get("overflow/2.weight/nonfinite_steps") for values in logged] == [
+        None,
+        1,
+        1,
+        2,
+        2,
+    ]
+    assert logged[-1]["overflow/2.weight/first_step"] == 1
+    assert logged[-1]["overflow/2.weight/last_step"] == 3
+    assert all(values["loss"] == 0.0 for values in logged)  # the user's values are kept
+    assert accelerator.scaler.stats().skipped_steps == 2
+
+
+def test_accelerator_log_is_unchanged_without_tracking() -> None:
+    accelerator, model, optimizer, recorder = _tracked_accelerator("after_prepare", track=False)
+    _train(accelerator, model, optimizer, steps=1)
+    accelerator.log({"loss": 1.0}, step=0)
+    assert recorder.logged == [(0, {"loss": 1.0})]
+
+
+def test_tracked_fused_steps_through_accelerate_make_no_sync() -> None:
+    accelerator, model, optimizer, _ = _tracked_accelerator("after_prepare")
+    GradientOverflow(model[2].weight, {2})
+    _train(accelerator, model, optimizer, steps=1)
+    with SyncCounter() as syncs:
+        _train(accelerator, model, optimizer, steps=5)
+    assert syncs.count == 0
+    with SyncCounter() as syncs:
+        accelerator.log({}, step=6)
+    assert syncs.count == 1  # the report, at the log

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 from framework_required import need
-from overflow_injection import Overflow
+from overflow_injection import GradientOverflow, Overflow
 
 need("lightning")
 
@@ -255,3 +255,44 @@ def test_fused_steps_with_a_skip_aware_schedule_add_no_sync(tmp_path: Path) -> N
     assert syncs(tmp_path / "ours", precision_plugin(device="cpu")) == syncs(
         tmp_path / "plain", plain
     )
+
+
+# --------------------------------------------------------------------------- issue 45
+
+
+def test_monitor_logs_the_parameters_whose_gradients_overflowed(tmp_path: Path) -> None:
+    plugin = precision_plugin(device="cpu", init_scale=64.0, track_overflows=True)
+    trainer = _trainer(tmp_path, [LossScaleMonitor()], plugin=plugin)
+    module = TinyModule()
+    GradientOverflow(module.net[2].weight, {2, 5})
+    trainer.fit(module, _data())
+    rows = [row for row in _csv_rows(trainer) if row["loss_scale"]]
+    # Logged after batches 2, 4, 6, 8 (steps 1, 3, 5, 7): the overflow of step 2 shows from the
+    # second log on, the one of step 5 from the third.
+    assert [row["overflowed_tensors"] for row in rows] == ["0", "1", "1", "1"]
+    key = "overflow/net.2.weight/"
+    assert [row[key + "nonfinite_steps"] for row in rows] == ["", "1", "2", "2"]
+    assert [row[key + "first_step"] for row in rows] == ["", "2", "2", "2"]
+    assert [row[key + "last_step"] for row in rows] == ["", "2", "5", "5"]
+    assert {row["tracked_tensors"] for row in rows} == {"4"}
+    assert plugin.scaler.stats().skipped_steps == 2
+
+
+def test_monitor_logs_no_overflow_fields_without_tracking(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, [LossScaleMonitor()])
+    module = TinyModule()
+    GradientOverflow(module.net[2].weight, {2})
+    trainer.fit(module, _data())
+    columns = set(_csv_rows(trainer)[0])
+    assert not {column for column in columns if "overflow" in column or "tracked" in column}
+
+
+def test_tracking_with_the_monitor_adds_only_the_reports_read_per_log(tmp_path: Path) -> None:
+    torch_plugin = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu"))
+    baseline = _syncs(tmp_path / "torch", torch_plugin, [])
+    plugin = precision_plugin(device="cpu", track_overflows=True)
+    with counting_reads() as reads:
+        ours = _syncs(tmp_path / "ours", plugin, [LossScaleMonitor()])
+    cost = syncs_per_read()
+    assert reads["overflow_report"] == reads["stats"] > 0  # one of each per log
+    assert ours <= baseline + sum(reads[name] * cost[name] for name in cost)

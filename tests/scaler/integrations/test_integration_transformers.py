@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 from framework_required import need
-from overflow_injection import Overflow
+from overflow_injection import GradientOverflow, Overflow
 
 need("transformers")
 need("accelerate")
@@ -382,3 +382,62 @@ def test_a_resumed_run_continues_the_schedule_at_the_applied_count(tmp_path: Pat
     )
     second.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
     assert second.lr_scheduler.state_dict()["last_epoch"] == 4
+
+
+# --------------------------------------------------------------------------- issue 45
+
+
+#: The parameter whose gradient overflows in the tracking tests, and the steps it does.
+TRACKED = "transformer.h.1.mlp.c_proj.weight"
+TRACKED_STEPS = {1, 2}
+
+
+def test_tracked_overflows_name_the_parameter_in_every_log(tmp_path: Path) -> None:
+    probe = Probe()
+    trainer = make_trainer(
+        tmp_path,
+        [probe, LossScaleCallback(track_overflows=True)],
+        max_steps=4,
+        torch_scaler={"init_scale": 64.0},
+    )
+    GradientOverflow(trainer.model.get_parameter(TRACKED), TRACKED_STEPS)
+    trainer.train()
+    scaler = trainer.accelerator.scaler
+    assert scaler.stats().skipped_steps == 2
+    logs = [log for log in probe.logs if "loss" in log]
+    assert [log["overflowed_tensors"] for log in logs] == [0, 1, 1, 1]
+    tracked = {name for name, p in trainer.model.named_parameters() if p.requires_grad}
+    assert {log["tracked_tensors"] for log in logs} == {len(tracked)}
+    key = f"overflow/{TRACKED}/"
+    assert key + "first_step" not in logs[0]
+    assert {field: logs[-1][key + field] for field in ("nonfinite_steps", "first_step")} == {
+        "nonfinite_steps": 2,
+        "first_step": 1,  # numbered as state.global_step was during the step
+    }
+    assert logs[-1][key + "last_step"] == 2
+    assert logs[-1][key + "max_abs"] > 0
+    assert _train_logs(trainer)[-1][key + "nonfinite_steps"] == 2  # the Trainer's history too
+    assert [row.name for row in scaler.overflow_report().rows] == [TRACKED]
+
+
+def test_without_tracking_the_logs_carry_no_overflow_fields(tmp_path: Path) -> None:
+    probe = Probe()
+    trainer = make_trainer(
+        tmp_path, [probe, LossScaleCallback()], max_steps=2, torch_scaler={"init_scale": 64.0}
+    )
+    GradientOverflow(trainer.model.get_parameter(TRACKED), {1})
+    trainer.train()
+    assert not trainer.accelerator.scaler.is_tracking_overflows()
+    for log in probe.logs:
+        assert not any(key.startswith("overflow") for key in log)
+        assert "tracked_tensors" not in log
+
+
+def test_tracking_adds_only_the_reports_read_at_each_log(tmp_path: Path) -> None:
+    baseline = _syncs(tmp_path / "torch", [])
+    with counting_reads() as reads:
+        tracked = _syncs(tmp_path / "ours", [LossScaleCallback(track_overflows=True)])
+    cost = syncs_per_read()
+    assert cost["overflow_report"] == 1
+    assert reads["overflow_report"] >= 4  # once per log (logging_steps=1), none per step else
+    assert tracked <= baseline + sum(reads[name] * cost[name] for name in cost)
