@@ -7,7 +7,9 @@ dominates) and times the part of an iteration a scaler changes: fresh gradients 
 left out because they are identical in all three variants and only add noise. The variants run
 in one process, in rotating order, repeated; the table shows the median time with no scaler,
 the median *added* time of each scaler (paired per round), their ratio (ours / torch: below 1
-means ours adds less) and the device-to-host syncs per iteration.
+means ours adds less) and the device-to-host syncs per iteration. ``+tracking`` is ours with
+``track_overflows=True`` (issue 45: per-tensor overflow verdicts kept on the device), with
+``trk-ours``, what tracking itself adds per iteration over ours without it.
 
 A second table times the LR schedule on top: torch's scaler with a plain scheduler stepped every
 iteration (which advances on skipped steps too) against ours with ``SkipAwareScheduler``: the
@@ -59,6 +61,8 @@ class Workload:
             "ours": lambda: GradScaler(device),
             # Issue 4's configuration: the below-one policy, a floor, and per-step monitoring.
             "ours+monitoring": lambda: GradScaler(device, min_scale=1.0, below_one="warn"),
+            # Issue 45: which tensor overflowed, kept per tensor on the device.
+            "ours+tracking": lambda: GradScaler(device, track_overflows=True),
         }[scaler]
         self.scaler = self.scaler() if self.scaler else None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -114,7 +118,7 @@ class Workload:
 def measure(
     n_tensors: int, optimizer: str, rounds: int, iterations: int, device: str = "cpu"
 ) -> dict[str, object]:
-    variants = ("none", "torch", "ours", "ours+monitoring")
+    variants = ("none", "torch", "ours", "ours+monitoring", "ours+tracking")
     workloads = {name: Workload(n_tensors, optimizer, name, device) for name in variants}
     for workload in workloads.values():  # warm up: lazy state, first-step paths
         workload.time_per_iteration(3)
@@ -227,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"{'optimizer':<13} {'tensors':>7} {'no scaler':>10} {'torch adds':>11} "
         f"{'ours adds':>10} {'ours/torch':>10} {'+monitoring':>11} {'mon/torch':>9} "
-        f"{'syncs torch/ours/mon':>20}"
+        f"{'+tracking':>10} {'trk-ours':>9} {'trk/torch':>9} {'syncs torch/ours/mon/trk':>24}"
     )
     print(header)
     print("-" * len(header))
@@ -237,18 +241,21 @@ def main(argv: list[str] | None = None) -> int:
             added, syncs = result["added"], result["syncs"]
             torch_added = added["torch"]
             ratios = {
-                name: added[name] / torch_added if torch_added > 0 else float("nan")
-                for name in ("ours", "ours+monitoring")
+                name: _ratio(added[name], torch_added)
+                for name in ("ours", "ours+monitoring", "ours+tracking")
             }
             sync_columns = "/".join(
                 f"{syncs[name] - syncs['none']:.0f}"
-                for name in ("torch", "ours", "ours+monitoring")
+                for name in ("torch", "ours", "ours+monitoring", "ours+tracking")
             )
+            tracking_cost = added["ours+tracking"] - added["ours"]
             print(
                 f"{optimizer:<13} {size:>7} {result['base'] * 1e6:>8.0f}us "
                 f"{torch_added * 1e6:>9.0f}us {added['ours'] * 1e6:>8.0f}us "
                 f"{ratios['ours']:>10.2f} {added['ours+monitoring'] * 1e6:>9.0f}us "
-                f"{ratios['ours+monitoring']:>9.2f} {sync_columns:>20}",
+                f"{ratios['ours+monitoring']:>9.2f} {added['ours+tracking'] * 1e6:>8.0f}us "
+                f"{tracking_cost * 1e6:>7.0f}us {ratios['ours+tracking']:>9.2f} "
+                f"{sync_columns:>24}",
                 flush=True,
             )
     print_schedule_table(args)

@@ -127,24 +127,31 @@ class _DeviceStats:
     def add(
         self,
         grads: list[torch.Tensor],
-        index: torch.Tensor,
+        index: tuple[torch.Tensor, torch.Tensor],
         signed_step: torch.Tensor,
         no_step: torch.Tensor,
         divisor: torch.Tensor | None,
     ) -> None:
-        """One step's verdict for one group of gradients, in place; no host read."""
+        """One step's verdict for one group of gradients, in place; no host read.
+
+        ``index``: the group's flat positions, and the same expanded to both rows of ``steps``.
+        Nine small ops (one more where the fused path leaves the gradients scaled): each costs
+        host time even on CPU, so no op is spent that a ``where`` can fold in.
+        """
+        positions, both_rows = index
+        # The inf-norm is inf or NaN exactly when the gradient holds one: torch's max
+        # reductions propagate NaN (checked on CPU by tests/scaler/test_overflow_tracking.py).
         peaks = torch.stack(torch._foreach_norm([_local(g) for g in grads], math.inf))
         if peaks.dtype != torch.float32:
             peaks = peaks.float()
         if divisor is not None:  # gradients the fused optimizer unscales later
             peaks = peaks / divisor
         finite = torch.isfinite(peaks)
-        overflowed = torch.logical_not(finite)
-        self.counts.scatter_add_(0, index, overflowed.long())
-        # [-step, step] where overflowed, [-NEVER, -1] elsewhere: amax keeps first and last.
-        steps = torch.where(overflowed, signed_step, no_step)
-        self.steps.scatter_reduce_(1, index.expand(2, -1), steps, "amax")
-        self.max_abs.scatter_reduce_(0, index, torch.where(finite, peaks, 0.0), "amax")
+        self.counts.scatter_add_(0, positions, torch.where(finite, 0, 1))
+        # [-step, step] where non-finite, [-NEVER, -1] elsewhere: amax keeps first and last.
+        steps = torch.where(finite, no_step, signed_step)
+        self.steps.scatter_reduce_(1, both_rows, steps, "amax")
+        self.max_abs.scatter_reduce_(0, positions, torch.where(finite, peaks, 0.0), "amax")
 
 
 class _OptimizerRecord:
@@ -168,8 +175,9 @@ class _OptimizerRecord:
         self.present: list[bool] | None = None
         #: ``GradGroups.indices()`` at the last layout (compared by identity).
         self.split: list[list[int]] | None = None
-        #: Each group's flat positions, as an index tensor on the group's device.
-        self.indices: list[torch.Tensor] = []
+        #: Each group's flat positions, as an index tensor on the group's device, and the same
+        #: expanded to the two rows of ``_DeviceStats.steps``.
+        self.indices: list[tuple[torch.Tensor, torch.Tensor]] = []
         #: The parameter at each flat position, and its (group, index) in ``param_groups``.
         self.params: list[weakref.ref[torch.Tensor]] = []
         self.positions: list[tuple[int, int]] = []
@@ -196,7 +204,8 @@ class _OptimizerRecord:
         with_grads = [k for k, has in enumerate(present) if has]
         self.indices = []
         for device, members in zip(devices, split, strict=True):
-            self.indices.append(_index_on(device, [with_grads[j] for j in members]))
+            positions = _index_on(device, [with_grads[j] for j in members])
+            self.indices.append((positions, positions.expand(2, -1)))
             stats = self.stats.get(device)
             if stats is None:
                 self.stats[device] = _DeviceStats(len(located), device)
