@@ -1034,7 +1034,7 @@ class GradScaler(torch.amp.GradScaler):
         tensor wins. Names only: nothing is copied, and parameters are referenced weakly. A
         tensor that is not watched is named by its position in its optimizer,
         ``param_groups[0][57]``. Raises ``TypeError`` for anything else than the above, and
-        :class:`ScalerUsageError` unless the scaler tracks overflows.
+        ``RuntimeError`` unless the scaler tracks overflows.
         """
         named = named_tensors(model, prefix)
         self._require_tracking("watch()").watch(named)

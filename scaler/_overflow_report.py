@@ -41,9 +41,9 @@ class OverflowRow:
 
     @property
     def headroom(self) -> float:
-        """``65504 / max_abs``: the largest loss scale at which this gradient's largest element
-        still fits fp16 (inf while ``max_abs`` is 0). A loss scale above it makes the scaled
-        gradient itself overflow wherever it is computed in fp16."""
+        """``65504 / max_abs``: the largest loss scale at which the largest finite gradient seen
+        still fits fp16 (inf while ``max_abs`` is 0). Above it, that gradient scaled overflows
+        wherever it is computed in fp16."""
         return FP16_MAX / self.max_abs if self.max_abs > 0 else math.inf
 
 
