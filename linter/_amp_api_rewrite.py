@@ -14,9 +14,8 @@ from __future__ import annotations
 import libcst as cst
 
 from linter._fix import SAFE, UNSAFE, NodeFix
-from linter.model.syntax._bindings import Bindings
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.values._deprecated_amp_api import (
+from linter.model.syntax import Bindings, dotted_name, last_part
+from linter.model.values import (
     DEPRECATED,
     DEVICE_FIRST,
     DEVICE_KEYWORD,

@@ -27,7 +27,7 @@ from linter._engine import FileReport, Job
 from linter._fix import Edit, Fix
 from linter._rule import Rule
 from linter._version import __version__
-from linter.model.project._file_facts import content_digest
+from linter.model.project import content_digest
 
 #: The folder name, next to the pyproject.toml that configures the run.
 CACHE_FOLDER = ".amp_lint_cache"

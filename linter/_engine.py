@@ -40,7 +40,7 @@ from linter._source import (
     load_document,
     read_source,
 )
-from linter.model.project._project import Project
+from linter.model.project import Project
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -203,12 +203,8 @@ def lint_text(
 def _config_evidence(context: ModuleContext) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """The config files (and folders) a module's rules read, and their parse notes; None when
     no rule looked for configs (then the result depends on none)."""
-    from linter.model.settings._config_references import (
-        ConfigReference,
-        config_dependencies,
-        config_notes,
-    )
-    from linter.model.syntax._module_index import module_index
+    from linter.model.settings import ConfigReference, config_dependencies, config_notes
+    from linter.model.syntax import module_index
 
     if not module_index(context).has_shared(ConfigReference):
         return None

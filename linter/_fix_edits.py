@@ -12,8 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._tree import children
+from linter.model.syntax import ModuleIndex, children
 
 #: One node replacement of a fix: (node in the parsed module, node to put in its place).
 Replacement = tuple[cst.CSTNode, cst.CSTNode]

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from linter._fix import SAFE, UNSAFE, NodeFix
-from linter.model.project._module_context import ModuleContext, positions_of
+from linter.model.project import ModuleContext, positions_of
 
 __all__ = [
     "FIX_AVAILABILITIES",

@@ -30,7 +30,7 @@ from linter._selection import (
 from linter.config import Settings
 
 if TYPE_CHECKING:
-    from linter.model.project._project import Project
+    from linter.model.project import Project
 
 #: The path that means "read standard input", as in ruff and flake8.
 STDIN = "-"
@@ -330,8 +330,8 @@ def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
     if not os.path.isfile(path):
         return None
     from linter._cache import cache_location, code_fingerprint
-    from linter.model.project._imports import find_root
-    from linter.model.assembly._project_build import SummaryStore, build_project
+    from linter.model.assembly import SummaryStore, build_project
+    from linter.model.project import find_root
 
     absolute = os.path.abspath(path)
     root = find_root(absolute)
@@ -419,7 +419,7 @@ def _projects(
     """Build the project around each path (see `linter.model`); path -> its project's root."""
     from linter._cache import code_fingerprint
     from linter._engine import _available_cpus, use_projects
-    from linter.model.assembly._project_build import SummaryStore, build_projects, is_within, roots_of
+    from linter.model.assembly import SummaryStore, build_projects, is_within, roots_of
 
     absolute = {path: os.path.abspath(path) for path in paths}
     # Files with no project marker above them form one project: the folder the run was asked

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from linter.model._bf16_families import Bf16Family, bf16_family
+from linter.model.values import Bf16Family, bf16_family
 from scaler._checkpoint_inspect import _DTYPE_NAMES, _FLOATING, CheckpointReport
 
 #: Floating-point dtypes as the report spells them.

@@ -9,12 +9,15 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._device_syncs import follows_device_sync
-from linter.model.steps._per_step import PerStepAnalysis
-from linter.model.steps._scale_reads import ScaleRead, scale_reads, skip_detections
-from linter.model.syntax._dotted_names import dotted_name, import_aliases
-from linter.model.syntax._module_index import module_index
-from linter.model.values._scaler_receivers import ScalerReceivers, scaler_receivers
+from linter.model.steps import (
+    PerStepAnalysis,
+    ScaleRead,
+    follows_device_sync,
+    scale_reads,
+    skip_detections,
+)
+from linter.model.syntax import dotted_name, import_aliases, module_index
+from linter.model.values import ScalerReceivers, scaler_receivers
 
 #: Text every spelling of a read matches; files without it are not walked at all.
 _MAYBE_A_READ = re.compile(

@@ -7,10 +7,15 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule, RuleOption
-from linter.model.settings._fp16_switches import ON_GPUS_WITHOUT_BF16
-from linter.model.values._bf16_families import BF16_FAMILIES, user_families
-from linter.model.values._bf16_origins import Bf16Origin
-from linter.model.values._fp16_sites import Fp16Site, Fp16Sites, may_hold_a_finding
+from linter.model.settings import ON_GPUS_WITHOUT_BF16
+from linter.model.values import (
+    BF16_FAMILIES,
+    Bf16Origin,
+    Fp16Site,
+    Fp16Sites,
+    may_hold_a_finding,
+    user_families,
+)
 
 
 class Fp16AmpWithBf16Checkpoint(Rule):

@@ -9,17 +9,22 @@ import libcst as cst
 from linter._fix import UNSAFE, NodeFix
 from linter._fix_edits import line_before
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._accelerate_backwards import accelerate_backwards, may_scale_fp16
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model.steps._scaled_clips import (
+from linter.model.iterations import (
+    Event,
+    Iteration,
+    Kind,
     ScaledClip,
+    TrainingIterations,
+    accelerate_backwards,
     in_a_nested_loop,
+    may_run_before,
+    may_scale_fp16,
+    of_module,
     scaled_clips,
     under_the_steps_conditions,
+    unscaling_calls,
 )
-from linter.model.steps._unscaling import may_run_before, unscaling_calls
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex, module_index
+from linter.model.syntax import ModuleIndex, dotted_name, last_part, module_index
 
 
 class ClipBeforeUnscale(Rule):
@@ -378,7 +383,8 @@ def _after_accelerate_backward(
     reported: set[cst.Call],
 ) -> Iterable[Finding]:
     """``accelerator.backward(loss)``, then torch's clip, then ``optimizer.step()``: under fp16
-    mixed precision the clip sees scaled gradients (`linter.model.steps._accelerate_backwards`)."""
+    mixed precision the clip sees scaled gradients
+    (`linter.model.iterations._accelerate_backwards`)."""
     backwards = accelerate_backwards(index)
     if not backwards or not may_scale_fp16(context, index):
         return

@@ -9,11 +9,8 @@ import libcst as cst
 from linter._amp_api_rewrite import direct_fix, import_fix
 from linter._fix import SAFE, UNSAFE
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.syntax._bindings import bindings
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name
-from linter.model.syntax._module_index import module_index
-from linter.model.syntax._version_guards import CompatFallbacks
-from linter.model.values._deprecated_amp_api import (
+from linter.model.syntax import CompatFallbacks, ImportAliases, bindings, dotted_name, module_index
+from linter.model.values import (
     CURRENT_API,
     DEPRECATED,
     DTYPE_OVERRIDE,

@@ -8,9 +8,13 @@ from collections.abc import Iterable, Iterator
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._iteration import TrainingIterations, of_module
-from linter.model.steps._updates_per_iteration import repeated_updates, steps_without_update
-from linter.model.syntax._module_index import ModuleIndex, module_index
+from linter.model.iterations import (
+    TrainingIterations,
+    of_module,
+    repeated_updates,
+    steps_without_update,
+)
+from linter.model.syntax import ModuleIndex, module_index
 
 #: Text a file with a finding almost always holds (see `UpdateNotOncePerIteration.wants`).
 _SCALER_STEP_OR_UPDATE = re.compile(r"caler\s*\.\s*(?:step|update)\s*\(")

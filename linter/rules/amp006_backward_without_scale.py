@@ -10,17 +10,25 @@ import libcst as cst
 from linter._fix import UNSAFE, NodeFix
 from linter._fix_edits import without_parentheses, wrapped_in_call
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._gradient_reach import feeds_a_plain_optimizer, never_together, reaches
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model.steps._scaled_losses import backpropagated, backpropagates_scaled, discarded_scale
-from linter.model.steps._scaler_switches import (
+from linter.model.iterations import (
     DISABLED,
+    Event,
+    Iteration,
+    Kind,
     ScalerSwitches,
+    TrainingIterations,
+    backpropagated,
+    backpropagates_scaled,
+    discarded_scale,
+    feeds_a_plain_optimizer,
+    never_together,
+    of_module,
+    reaches,
     scaler_off,
     scaler_switches,
 )
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.values._scaler_identity import same_scaler
+from linter.model.syntax import ModuleIndex, module_index
+from linter.model.values import same_scaler
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,9 @@ import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.values._scaler_identity import is_disabled, same_scaler
+from linter.model.iterations import Event, Iteration, Kind, TrainingIterations, of_module
+from linter.model.syntax import ModuleIndex, dotted_name, last_part, module_index
+from linter.model.values import is_disabled, same_scaler
 
 
 def _own(iteration: Iteration, event: Event) -> Event:

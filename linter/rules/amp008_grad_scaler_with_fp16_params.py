@@ -8,13 +8,16 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.syntax._call_arguments import keyword
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._dtype_names import FP16
-from linter.model.syntax._module_index import ModuleIndex, descendants
-from linter.model.syntax._path_facts import Fact
-from linter.model.values._fp16_sites import TRAINING_ARGUMENTS, Fp16Site, Fp16Sites
-from linter.model.values._fp32_trainables import Fp32Trainables
+from linter.model.syntax import (
+    FP16,
+    Fact,
+    ModuleIndex,
+    descendants,
+    dotted_name,
+    keyword,
+    last_part,
+)
+from linter.model.values import TRAINING_ARGUMENTS, Fp16Site, Fp16Sites, Fp32Trainables
 
 #: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")

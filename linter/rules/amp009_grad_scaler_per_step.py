@@ -7,10 +7,9 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._per_step import PerStepAnalysis
-from linter.model.steps._scaler_lifetimes import PerStepScaler, ScalerLifetimes
-from linter.model.syntax._module_index import module_index
-from linter.model.values._scaler_receivers import scaler_receivers
+from linter.model.steps import PerStepAnalysis, PerStepScaler, ScalerLifetimes
+from linter.model.syntax import module_index
+from linter.model.values import scaler_receivers
 
 
 class GradScalerPerStep(Rule):

@@ -8,18 +8,32 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.settings._config_dtypes import ConfigDtype, ConfigDtypes
-from linter.model.settings._config_references import config_references
-from linter.model.settings._dtype_choices import runs_choosing
-from linter.model.syntax._call_arguments import keyword, positional
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases
-from linter.model.syntax._dtype_names import BF16
-from linter.model.syntax._module_index import ModuleIndex, module_index, walk
-from linter.model.syntax._path_facts import path_facts
-from linter.model.values._autocasts import Autocast, ModuleAutocasts
-from linter.model.values._fp16_requests import asks_for_fp16
-from linter.model.values._scaler_precision import for_another_precision, used_for_another_precision
-from linter.model.values._scaler_receivers import scaler_receivers
+from linter.model.settings import (
+    ConfigDtype,
+    ConfigDtypes,
+    asks_for_fp16,
+    config_references,
+    runs_choosing,
+)
+from linter.model.syntax import (
+    BF16,
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    import_aliases,
+    keyword,
+    module_index,
+    path_facts,
+    positional,
+    walk,
+)
+from linter.model.values import (
+    Autocast,
+    ModuleAutocasts,
+    for_another_precision,
+    scaler_receivers,
+    used_for_another_precision,
+)
 
 
 class GradScalerWithBf16Autocast(Rule):

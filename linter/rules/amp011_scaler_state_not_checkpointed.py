@@ -10,16 +10,15 @@ import libcst as cst
 from linter._fix import UNSAFE, NodeFix
 from linter._fix_edits import with_dict_entry
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._iteration import Kind, of_module
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.values._checkpoints import (
+from linter.model.iterations import Kind, of_module
+from linter.model.syntax import ModuleIndex, dotted_name, last_part, module_index
+from linter.model.values import (
     CheckpointWrite,
+    ScalerReceivers,
     checkpoints,
     confining_functions,
     readable_at,
 )
-from linter.model.values._scaler_receivers import ScalerReceivers
 
 
 class ScalerStateNotCheckpointed(Rule):

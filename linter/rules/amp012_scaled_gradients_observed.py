@@ -7,13 +7,18 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._gradient_reads import gradient_loggers
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model.steps._unscaling import may_run_before, unscaling_calls
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.values._scaler_identity import is_disabled
-from linter.model.values._scaler_receivers import may_name_a_scaler
+from linter.model.iterations import (
+    Event,
+    Iteration,
+    Kind,
+    TrainingIterations,
+    gradient_loggers,
+    may_run_before,
+    of_module,
+    unscaling_calls,
+)
+from linter.model.syntax import ModuleIndex, dotted_name, last_part, module_index
+from linter.model.values import is_disabled, may_name_a_scaler
 
 #: Longest call text quoted in a message; longer reads are named by their function.
 _QUOTED = 40

@@ -7,17 +7,10 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations, of_module
-from linter.model.steps._loop_passes import (
-    breaks,
-    follows_the_target,
-    loops_between,
-    mentions,
-    per_pass_names,
-)
-from linter.model.syntax._dotted_names import words
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.values._scaler_identity import is_disabled, same_scaler
+from linter.model.iterations import Event, Iteration, Kind, TrainingIterations, of_module
+from linter.model.steps import breaks, follows_the_target, loops_between, mentions, per_pass_names
+from linter.model.syntax import ModuleIndex, module_index, words
+from linter.model.values import is_disabled, same_scaler
 
 #: Words of a test that reads GradScaler's per-optimizer record (``OptState.UNSCALED``,
 #: ``scaler._per_optimizer_states[id(opt)]["stage"]``).

@@ -7,18 +7,25 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.syntax._dotted_names import dotted_name, import_aliases
-from linter.model.syntax._module_index import ModuleIndex, module_index, walk
-from linter.model.syntax._path_facts import PathFacts, path_facts
-from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
-from linter.model.values._precision_engines import (
+from linter.model.syntax import (
+    ModuleIndex,
+    PathFacts,
+    dotted_name,
+    import_aliases,
+    module_index,
+    path_facts,
+    walk,
+)
+from linter.model.values import (
+    AUTOCAST_SIGNATURES,
     DEEPSPEED_ENGINE,
+    ModuleAutocasts,
     PrecisionEngine,
     beside,
     precision_engines,
+    scaler_receivers,
     switched,
 )
-from linter.model.values._scaler_receivers import scaler_receivers
 
 _WHAT_EACH_DOES = {
     "DeepSpeed": "casts the model, {scales}steps in its own optimizer (`engine.backward`, "

@@ -7,13 +7,10 @@ from collections.abc import Iterable
 import libcst as cst
 
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.steps._bf16_only_steps import Bf16OnlySteps
-from linter.model.steps._iteration import Kind, of_module
-from linter.model.steps._lr_schedulers import Hold, lr_schedulers
-from linter.model.steps._per_step import is_epoch_loop
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import module_index
-from linter.model.values._scaler_receivers import may_name_a_scaler
+from linter.model.iterations import Kind, of_module
+from linter.model.steps import Bf16OnlySteps, Hold, is_epoch_loop, lr_schedulers
+from linter.model.syntax import dotted_name, module_index
+from linter.model.values import may_name_a_scaler
 
 
 class SchedulerStepsOnSkippedStep(Rule):

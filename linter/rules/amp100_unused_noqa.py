@@ -9,7 +9,7 @@ from typing import ClassVar
 from linter._fix import SAFE, NodeFix
 from linter._noqa import OUR_PREFIX, comment_without_codes
 from linter._rule import Example, Finding, Findings, FindingsRule, ModuleContext
-from linter.model.syntax._noqa_sites import NoqaSite, file_noqa_sites, noqa_sites
+from linter.model.syntax import NoqaSite, file_noqa_sites, noqa_sites
 
 #: Why a code is unused, for one code and for several: on a line of code, on a comment's own
 #: line, in a file directive.

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter._rule import ForeignNodes
-from linter.model.project._module_context import ForeignSite
+from linter.model.project._module_context import ForeignNodes, ForeignSite
 from linter.model.syntax._tree import descendants
 
 

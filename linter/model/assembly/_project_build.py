@@ -22,11 +22,19 @@ from dataclasses import dataclass
 from linter._garbage_collection import freeze_survivors, raise_threshold
 from linter._source import SourceError, load_document, read_source
 from linter.model.assembly._summary_making import SUMMARY_MAKER, summarise_file
-from linter.model.project._file_facts import FactsStore, FileFacts, content_digest
-from linter.model.project._imports import ModuleFiles, find_root
-from linter.model.project._project import Project, caller_digests
-from linter.model.project._summary import SUMMARY_FORMAT, ModuleSummary
-from linter.model.project._summary_store import Summaries, SummaryStore
+from linter.model.project import (
+    SUMMARY_FORMAT,
+    FactsStore,
+    FileFacts,
+    ModuleFiles,
+    ModuleSummary,
+    Project,
+    Summaries,
+    SummaryStore,
+    caller_digests,
+    content_digest,
+    find_root,
+)
 
 __all__ = [
     "Summaries",

@@ -14,13 +14,13 @@ from typing import Any
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
-from linter.model.project._summary import (
+from linter.model.project import (
     CONSTANT_CHARS,
     CallRecord,
     ClassRecord,
     FunctionRecord,
     ImportRecord,
+    ModuleContext,
     ModuleSummary,
     constructed_receivers,
     graft_words,
@@ -28,12 +28,9 @@ from linter.model.project._summary import (
     receiver_type,
     written_callee,
 )
-from linter.model.steps._per_step import PerStepAnalysis
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._line_numbers import function_source
-from linter.model.syntax._module_index import module_index
-from linter.model.values._exported_values import value_records
-from linter.model.values._scaler_receivers import scaler_receivers
+from linter.model.steps import PerStepAnalysis
+from linter.model.syntax import dotted_name, function_source, module_index
+from linter.model.values import scaler_receivers, value_records
 
 __all__ = ["summarize"]
 

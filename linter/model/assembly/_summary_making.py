@@ -12,14 +12,16 @@ from collections.abc import Callable
 from linter._parse import parse_module, parse_module_anew
 from linter._source import load_document
 from linter.model.assembly._summarize import summarize
-from linter.model.project._file_facts import content_digest
-from linter.model.project._module_context import ModuleContext
-from linter.model.project._outline import outline
-from linter.model.project._summary import ModuleSummary, empty_summary
-from linter.model.project._summary_store import SummaryMaker
-from linter.model.syntax._line_numbers import lines_aside
-from linter.model.syntax._module_index import index_aside, module_index
-from linter.model.values._exported_values import value_records
+from linter.model.project import (
+    ModuleContext,
+    ModuleSummary,
+    SummaryMaker,
+    content_digest,
+    empty_summary,
+    outline,
+)
+from linter.model.syntax import index_aside, lines_aside, module_index
+from linter.model.values import value_records
 
 __all__ = ["SUMMARY_MAKER", "full_summary", "summarise_file", "values_summary"]
 

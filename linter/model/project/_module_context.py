@@ -18,9 +18,7 @@ from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper, Po
 
 from linter._positions import StatementPositions
 from linter.model.project._value_records import VALUE_KINDS, ValueRecord
-from linter.model.syntax._line_numbers import line_numbers_cached
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.syntax._tree import descendants
+from linter.model.syntax import ModuleIndex, descendants, line_numbers_cached, module_index
 
 __all__ = [
     "ForeignNodes",

@@ -41,7 +41,7 @@ from linter.model.project._summary import (
     receiver_class,
 )
 from linter.model.project._value_records import possible_kinds
-from linter.model.syntax._line_numbers import column_of
+from linter.model.syntax import column_of
 
 __all__ = ["outline", "outline_fits"]
 

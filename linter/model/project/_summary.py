@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import libcst as cst
 
 from linter.model.project._value_records import ValueRecord
-from linter.model.syntax._dotted_names import dotted_name
+from linter.model.syntax import dotted_name
 
 #: Bumped whenever the summary layout or what goes into it changes.
 SUMMARY_FORMAT = 8

@@ -12,9 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import argument_dest
+from linter.model.syntax import ModuleIndex, argument_dest, dotted_name
 
 
 @dataclass(frozen=True, slots=True)

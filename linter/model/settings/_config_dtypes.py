@@ -18,10 +18,14 @@ import libcst as cst
 from linter.model.settings._config_files import precision_of
 from linter.model.settings._config_references import ConfigRead, ConfigReference, config_read
 from linter.model.settings._module_constants import ModuleConstants
-from linter.model.syntax._call_arguments import positional, string_value
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name
-from linter.model.syntax._dtype_names import literal_dtype
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.syntax import (
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    literal_dtype,
+    positional,
+    string_value,
+)
 
 #: How many names deep an expression is followed (``ctx_dtype = dtype``, ``dtype = getattr(...)``).
 _DEPTH = 4

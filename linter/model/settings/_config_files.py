@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # (types-PyYAML is not a dependency)
 
-from linter.model.syntax._dtype_names import BF16, FP16, FP32
+from linter.model.syntax import BF16, FP16, FP32
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -30,7 +30,7 @@ from typing import Any
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
+from linter.model.project import ModuleContext
 from linter.model.settings._command_line import DeclaredSettings
 from linter.model.settings._config_files import (
     ACCELERATE,
@@ -43,9 +43,16 @@ from linter.model.settings._config_files import (
     shape_of,
 )
 from linter.model.settings._module_constants import ModuleConstants
-from linter.model.syntax._call_arguments import keyword, positional, string_value
-from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
-from linter.model.syntax._module_index import ModuleIndex, module_index
+from linter.model.syntax import (
+    ModuleIndex,
+    dotted_name,
+    import_aliases,
+    keyword,
+    last_part,
+    module_index,
+    positional,
+    string_value,
+)
 
 #: Who reads a config (`ConfigReference.reader`).
 DEEPSPEED_READER = "deepspeed"

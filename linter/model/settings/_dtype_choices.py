@@ -24,11 +24,21 @@ from linter.model.settings._fp16_switches import (
     TRUE_ON_GPUS,
 )
 from linter.model.settings._module_constants import ModuleConstants
-from linter.model.syntax._call_arguments import keyword, positional, string_value
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
-from linter.model.syntax._dtype_names import dtype_named, literal_dtype
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import Fact, Facts, path_facts
+from linter.model.syntax import (
+    Fact,
+    Facts,
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    dtype_named,
+    import_aliases,
+    keyword,
+    last_part,
+    literal_dtype,
+    path_facts,
+    positional,
+    string_value,
+)
 
 #: How deep a chain of names, tables and conditionals is followed.
 _MAX_DEPTH = 4

@@ -8,6 +8,11 @@ when the script declares that a run may turn it on: a ``--mixed_precision`` flag
 ``choices`` list ``"fp16"``, or ``not torch.cuda.is_bf16_supported()`` (on GPUs without bf16).
 Any other expression (``fp16=args.fp16`` behind a ``store_true`` flag, ``enabled=use_amp``) is
 a runtime choice the linter cannot see, and is not reported.
+
+Whether a module asks for fp16 anywhere at all, by any spelling (``torch.float16``/``torch.half``
+under any import alias, a ``.half()`` cast, an ``fp16=`` switch that is not ``False``, a string
+that names fp16 such as ``"16-mixed"``), is asked here too (`asks_for_fp16`): a GradScaler in such
+a module may serve that fp16 path, so it is not merely redundant.
 """
 
 from __future__ import annotations
@@ -18,9 +23,17 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter.model.settings._command_line import DeclaredSettings
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import Fact, Facts
+from linter.model.syntax import (
+    Fact,
+    Facts,
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    keyword,
+    last_part,
+    string_value,
+    walk,
+)
 
 #: Calls true on every machine that trains on a CUDA GPU.
 TRUE_ON_GPUS = frozenset({"torch.cuda.is_available", "cuda.is_available"})
@@ -174,3 +187,39 @@ def _literal(node: cst.BaseExpression) -> object:
     if isinstance(node, cst.Integer):
         return int(node.value, 0)
     return _UNKNOWN
+
+
+#: Strings that ask for fp16 somewhere else in the file (a Trainer, Accelerate, Lightning).
+FP16_STRINGS = frozenset({"fp16", "float16", "half", "16-mixed", "16-true"})
+
+
+FP16_NAMES = frozenset({"torch.float16", "torch.half"})
+
+
+def asks_for_fp16(index: ModuleIndex, aliases: ImportAliases, ruled_out: set[cst.CSTNode]) -> bool:
+    """fp16 requested another way: ``torch.float16``, ``.half()``, ``fp16=...``, ``"16-mixed"``
+    (``ruled_out``: the alternatives of a dtype that every shipped config decides)."""
+    for call in index.nodes(cst.Call):
+        if call in ruled_out:
+            continue
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "half" and not call.args:
+            return True
+        fp16 = keyword(call, "fp16")
+        if fp16 is not None and not (
+            isinstance(fp16.value, cst.Name) and fp16.value.value == "False"
+        ):
+            return True
+        for arg in call.args:
+            if string_value(arg.value) in FP16_STRINGS:
+                return True
+    for node in walk(index.module):
+        if node in ruled_out:
+            continue
+        if isinstance(node, cst.Attribute | cst.Name):
+            name = dotted_name(node)
+            if name is not None and aliases.qualify(name) in FP16_NAMES:
+                return True
+        elif isinstance(node, cst.SimpleString) and string_value(node) in FP16_STRINGS:
+            return True
+    return False

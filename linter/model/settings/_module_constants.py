@@ -11,14 +11,14 @@ from __future__ import annotations
 import libcst as cst
 
 from linter.model.settings._command_line import DeclaredSettings
-from linter.model.syntax._call_arguments import (
+from linter.model.syntax import (
+    ModuleIndex,
+    dotted_name,
     keyword,
     parameter_position,
     positional,
     string_value,
 )
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import ModuleIndex
 
 __all__ = ["ModuleConstants"]
 

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.syntax._call_arguments import keyword
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
-from linter.model.syntax._dtype_names import BF16
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import Fact, PathFacts
-from linter.model.values._autocasts import ModuleAutocasts
-from linter.model.values._scaler_precision import BF16_WORDS
-from linter.model.values._scaler_receivers import ScalerReceivers
+from linter.model.syntax import (
+    BF16,
+    Fact,
+    ImportAliases,
+    ModuleIndex,
+    PathFacts,
+    dotted_name,
+    keyword,
+    last_part,
+)
+from linter.model.values import BF16_WORDS, ModuleAutocasts, ScalerReceivers
 
 
 def _switches(facts: frozenset[Fact]) -> set[str]:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.syntax import ImportAliases, ModuleIndex, dotted_name
 
 
 def is_device_sync(statement: cst.BaseStatement, aliases: ImportAliases) -> bool:

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import ModuleIndex, walk
-from linter.model.syntax._tree import children
+from linter.model.syntax import ModuleIndex, children, dotted_name, walk
 
 #: Nodes whose ``break`` belongs to another loop or function.
 _OWN_SCOPE = (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)

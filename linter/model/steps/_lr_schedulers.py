@@ -26,10 +26,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from linter.model.steps._per_step import ACCUMULATION_WORDS, classify_guard, exits
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
-from linter.model.syntax._module_index import ModuleIndex, walk
-from linter.model.values._scaler_receivers import ScalerReceivers
+from linter.model.steps._step_guards import ACCUMULATION_WORDS, classify_guard, exits
+from linter.model.syntax import (
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    import_aliases,
+    last_part,
+    walk,
+)
+from linter.model.values import ScalerReceivers
 
 #: Qualified-name shapes of scheduler factories: torch's ``torch.optim.lr_scheduler.*``,
 #: transformers' ``get_*_schedule_with_warmup``/``get_scheduler``, timm's and detectron2's

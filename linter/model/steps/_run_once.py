@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name
-from linter.model.syntax._module_index import ModuleIndex, descendants, walk
+from linter.model.syntax import ImportAliases, ModuleIndex, descendants, dotted_name, walk
 
 #: Decorators that make a function's body run once (per distinct argument), by qualified name.
 CACHING_DECORATORS = frozenset(

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import ModuleIndex, walk
-from linter.model.values._scaler_receivers import ScalerReceivers
+from linter.model.syntax import ModuleIndex, dotted_name, walk
+from linter.model.values import ScalerReceivers
 
 #: Methods that turn the ``_scale`` tensor into a Python number (a device-to-host copy).
 TO_HOST_METHODS = frozenset({"item", "tolist"})

@@ -18,14 +18,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
-from linter.model.steps._per_step import PerStepAnalysis, classify_guard, exits, is_traversal
-from linter.model.syntax._call_arguments import parameter_position
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._dotted_names import words as words_in
-from linter.model.syntax._module_index import ModuleIndex, walk
-from linter.model.syntax._tree import children
-from linter.model.values._scaler_receivers import ScalerReceivers
+from linter.model.project import ModuleContext
+from linter.model.steps._per_step import PerStepAnalysis
+from linter.model.steps._step_guards import classify_guard, exits
+from linter.model.steps._step_loops import is_traversal
+from linter.model.syntax import ModuleIndex, children, dotted_name, parameter_position, walk
+from linter.model.syntax import words as words_in
+from linter.model.values import ScalerReceivers
 
 #: Scaler methods that use the scaler for a training step.
 USE_METHODS = frozenset({"scale", "unscale_", "step", "update"})

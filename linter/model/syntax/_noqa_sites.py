@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter._noqa import NoqaComment, file_noqa_comments, noqa_comments
-from linter.model.syntax._module_index import module_index, walk
+from linter.model.syntax._module_index import module_index
 from linter.model.syntax._parsed_module import ParsedModule
+from linter.model.syntax._tree import walk
 
 
 @dataclass(frozen=True, slots=True)

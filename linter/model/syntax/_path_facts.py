@@ -266,6 +266,42 @@ class PathFacts:
                 return True
         return False
 
+    def _opposite_tests(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """``a`` and ``b`` sit in arms of two ``if`` statements that test the same ``and``/``or``
+        of facts, one where it holds and one where it does not. `conditions` breaks a test
+        into facts, but a conjunction that fails gives none (``not (fp16 and native)`` says
+        neither flag is false), yet VL-T5's trainers scale the backward under ``if fp16 and
+        native:`` and clip in the ``else`` of a second ``if fp16 and native:``. Every part must
+        be a fact `conditions` would read (``cfg[key]`` is none: its key may differ)."""
+        tests_of_a = {
+            test
+            for statement, arm in self.arms(a)
+            if (test := self._test(statement.test, arm is statement.body))
+        }
+        if not tests_of_a:
+            return False
+        return any(
+            self._test(statement.test, arm is not statement.body) in tests_of_a
+            for statement, arm in self.arms(b)
+        )
+
+    def _test(self, test: cst.BaseExpression, holds: bool) -> tuple[str, bool] | None:
+        """A boolean operation of facts as one text (``not`` taken into ``holds``, parentheses
+        and spacing left out) and whether it holds; None for any other test."""
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, holds = test.expression, not holds
+        if not isinstance(test, cst.BooleanOperation):
+            return None
+        parts: list[cst.BaseExpression] = [test]
+        while parts:
+            part = parts.pop()
+            if isinstance(part, cst.BooleanOperation):
+                parts += [part.left, part.right]
+            elif not self.facts.of_test(part, True):
+                return None
+        text = self._index.module.code_for_node(test.with_changes(lpar=(), rpar=()))
+        return " ".join(text.split()), holds
+
     def contradict(self, first: Iterable[Fact], second: Iterable[Fact]) -> bool:
         """True when no execution makes every fact of ``first`` and of ``second`` hold."""
         second = list(second)
@@ -283,7 +319,7 @@ class PathFacts:
         also_b: Iterable[Fact] = (),
     ) -> bool:
         """No execution runs both ``a`` (where ``also_a`` holds too) and ``b`` (``also_b``)."""
-        if self.in_exclusive_arms(a, b):
+        if self.in_exclusive_arms(a, b) or self._opposite_tests(a, b):
             return True
         return self.contradict(
             self.conditions(a) | frozenset(also_a), self.conditions(b) | frozenset(also_b)
@@ -378,7 +414,9 @@ class PathFacts:
         return any(
             (flag, literal) in _bindings(statement)
             for line in getattr(block, "body", ())
-            for statement in getattr(line, "body", ())
+            # A compound statement beside the setter (an `if`, a `for`) binds nothing here.
+            if isinstance(line, cst.SimpleStatementLine)
+            for statement in line.body
             if isinstance(statement, cst.Assign)
             for literal in ("False", "None")
         )

@@ -22,11 +22,20 @@ from typing import cast
 
 import libcst as cst
 
-from linter.model.project._module_context import context_of
-from linter.model.syntax._call_arguments import keyword, positional, string_value
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
-from linter.model.syntax._dtype_names import BF16, FP16, literal_dtype
-from linter.model.syntax._module_index import ModuleIndex, walk
+from linter.model.project import context_of
+from linter.model.syntax import (
+    BF16,
+    FP16,
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    keyword,
+    last_part,
+    literal_dtype,
+    positional,
+    string_value,
+    walk,
+)
 from linter.model.values._imported_values import imported_autocast
 
 

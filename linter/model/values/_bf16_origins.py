@@ -15,93 +15,49 @@ known statically, so it makes no origin: one switch driving both sides is not a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
-from linter.model.project._module_context import ForeignSite, context_of
-from linter.model.settings._dtype_choices import DtypeChoices
-from linter.model.settings._module_constants import ModuleConstants
-from linter.model.syntax._call_arguments import (
+from linter.model.project import ForeignSite, context_of
+from linter.model.settings import DtypeChoices, ModuleConstants
+from linter.model.syntax import (
+    BF16,
+    FP16,
+    FP32,
+    MAX_CALL_DEPTH,
+    ImportAliases,
+    ModuleIndex,
+    PathFacts,
+    dotted_name,
     keyword,
+    last_part,
+    literal_dtype,
     parameter_position,
     positional,
     string_value,
 )
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
-from linter.model.syntax._dtype_names import BF16, FP16, FP32, literal_dtype
-from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex
-from linter.model.syntax._path_facts import Fact, PathFacts
 from linter.model.values._bf16_families import Bf16Family, bf16_family
-
-#: Calls whose first argument is the model and whose result is (a wrapper of) that model.
-MODEL_WRAPPERS = frozenset(
-    {
-        "get_peft_model",
-        "prepare_model_for_kbit_training",
-        "compile",
-        "DistributedDataParallel",
-        "DDP",
-        "DataParallel",
-        "FullyShardedDataParallel",
-        "FSDP",
-        "fully_shard",
-    }
+from linter.model.values._model_origins import (
+    CHECKPOINT_KEYWORDS,
+    DTYPE_WORDS,
+    MODEL_WRAPPERS,
+    TRAINS_ADAPTERS_ONLY,
+    Bf16Origin,
+    DtypeArgument,
 )
-
-#: Wrappers after which only fp32 adapters train (peft upcasts adapters of an fp16 base; kbit
-#: preparation freezes the base): the model's *trainable* parameters are no longer fp16.
-TRAINS_ADAPTERS_ONLY = frozenset({"get_peft_model", "prepare_model_for_kbit_training"})
 
 #: Module methods that cast to one dtype, by the dtype.
 _CAST_METHODS = {"bfloat16": BF16, "half": FP16}
 
-#: How messages name each dtype.
-DTYPE_WORDS = {BF16: "bfloat16", FP16: "float16"}
 
 #: Keywords that give ``from_pretrained`` its dtype.
 _DTYPE_KEYWORDS = ("torch_dtype", "dtype")
 
-
-@dataclass(frozen=True, slots=True)
-class DtypeArgument:
-    """Where a load's dtype is given: ``torch_dtype=...`` or a ``**kwargs`` dict entry."""
-
-    #: The argument or dict entry, reported as the site.
-    node: cst.CSTNode
-    #: ``torch_dtype`` or ``dtype``.
-    name: str
-    #: The dtype expression.
-    value: cst.BaseExpression
-
-
-#: Keywords that name the checkpoint in ``from_pretrained`` calls.
-CHECKPOINT_KEYWORDS = ("pretrained_model_name_or_path", "model_name", "model_id")
 
 #: Module methods that cast in place (as statements they change what the name holds).
 _IN_PLACE_CASTS = frozenset({"to", "bfloat16", "half", "float"})
 
 #: Methods that return the same model, dtype unchanged.
 _KEEP_DTYPE_METHODS = frozenset({"cuda", "cpu", "train", "eval", "requires_grad_", "to_empty"})
-
-
-@dataclass(frozen=True, slots=True)
-class Bf16Origin:
-    """Where a model became bf16."""
-
-    #: Node of the bf16 site (the dtype argument, the cast call or the checkpoint name).
-    node: cst.CSTNode
-    #: What happened there, e.g. ``loaded as bfloat16``.
-    description: str
-    #: The family, when the checkpoint name made it bf16; None for an explicit dtype.
-    family: Bf16Family | None = None
-    #: ``loaded`` (a bf16 dtype at load), ``cast`` (``.to(torch.bfloat16)``) or ``family``.
-    kind: str = "loaded"
-    #: For a dtype a flag picks (``.to(ptdtype)``): which runs, e.g. ``when run with --dtype
-    #: float16``; None for every run.
-    when: str | None = None
-    #: What holds on those runs (``args.dtype == "float16"``).
-    facts: frozenset[Fact] = frozenset()
 
 
 #: Words a function of another module must mention for its returned model's dtype to matter.

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import Fact, Facts
+from linter.model.syntax import Fact, Facts, ModuleIndex, dotted_name, last_part
 
 #: Wrappers whose result, when called, calls the wrapped callable with the arguments bound
 #: (``functools.partial`` under any import spelling), by their last name part.

@@ -38,9 +38,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex, descendants, walk
-from linter.model.syntax._path_facts import path_facts
+from linter.model.syntax import ModuleIndex, descendants, dotted_name, last_part, path_facts, walk
 from linter.model.values._scaler_receivers import ScalerReceivers
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)

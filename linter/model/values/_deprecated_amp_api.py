@@ -18,10 +18,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.syntax._callable_aliases import AliasCalls, alias_calls
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._tree import code_children
+from linter.model.syntax import (
+    AliasCalls,
+    ImportAliases,
+    ModuleIndex,
+    alias_calls,
+    code_children,
+    dotted_name,
+    last_part,
+)
 
 #: Constructors that take the device first in ``torch.amp``: the new call is
 #: ``torch.amp.<name>("<device>", <old positional args as keywords>, ...)``.

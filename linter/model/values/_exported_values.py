@@ -26,20 +26,25 @@ from typing import cast
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
-from linter.model.project._summary import qualified_name
-from linter.model.project._value_records import (
+from linter.model.project import (
     AUTOCAST,
     AUTOCAST_FACTORY,
     ENGINE,
     ENGINE_TEXT,
     SCALER,
+    ModuleContext,
     ValueRecord,
+    qualified_name,
 )
-from linter.model.syntax._call_arguments import keyword
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases
-from linter.model.syntax._module_index import ModuleIndex, walk
-from linter.model.syntax._path_facts import path_facts
+from linter.model.syntax import (
+    ImportAliases,
+    ModuleIndex,
+    dotted_name,
+    import_aliases,
+    keyword,
+    path_facts,
+    walk,
+)
 from linter.model.values._autocasts import AUTOCAST_SIGNATURES, ModuleAutocasts
 from linter.model.values._bound_contexts import unpartial
 from linter.model.values._precision_engines import PrecisionEngine, precision_engines

@@ -29,12 +29,16 @@ import re
 
 import libcst as cst
 
-from linter.model.syntax._call_arguments import keyword
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._dtype_names import FP32
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import Fact, PathFacts
-from linter.model.syntax._tree import children
+from linter.model.syntax import (
+    FP32,
+    Fact,
+    ModuleIndex,
+    PathFacts,
+    children,
+    dotted_name,
+    keyword,
+    last_part,
+)
 from linter.model.values._bf16_origins import Bf16Origins
 
 #: The name of a call that applies adapters (peft, LoRA, diffusers' adapter API) to the model

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.syntax._call_arguments import parameter_position
+from linter.model.syntax import parameter_position
 
 
 def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:

@@ -13,15 +13,8 @@ import os
 
 import libcst as cst
 
-from linter.model.project._module_context import context_of
-from linter.model.project._value_records import (
-    AUTOCAST,
-    AUTOCAST_FACTORY,
-    VALUE_KINDS,
-    ValueRecord,
-)
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.project import AUTOCAST, AUTOCAST_FACTORY, VALUE_KINDS, ValueRecord, context_of
+from linter.model.syntax import ModuleIndex, dotted_name
 
 
 class ImportedValues:

@@ -17,29 +17,33 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext, context_of
-from linter.model.project._value_records import ENGINE, ValueRecord
-from linter.model.settings._config_files import (
+from linter.model.project import ENGINE, ModuleContext, ValueRecord, context_of
+from linter.model.settings import (
     ACCELERATE,
+    ACCELERATE_READER,
     DEEPSPEED,
+    DEEPSPEED_READER,
     LIGHTNING_CLI,
+    LIGHTNING_CLI_READER,
     ConfigFile,
     ConfigValue,
+    ModuleConstants,
+    config_references,
     precision_facts,
     precision_of,
 )
-from linter.model.settings._config_references import (
-    ACCELERATE_READER,
-    DEEPSPEED_READER,
-    LIGHTNING_CLI_READER,
-    config_references,
+from linter.model.syntax import (
+    BF16,
+    FP16,
+    ModuleIndex,
+    PathFacts,
+    dotted_name,
+    import_aliases,
+    keyword,
+    module_index,
+    positional,
+    words,
 )
-from linter.model.settings._module_constants import ModuleConstants
-from linter.model.syntax._call_arguments import keyword, positional
-from linter.model.syntax._dotted_names import dotted_name, import_aliases, words
-from linter.model.syntax._dtype_names import BF16, FP16
-from linter.model.syntax._module_index import ModuleIndex, module_index
-from linter.model.syntax._path_facts import PathFacts
 from linter.model.values._imported_values import imported_values
 
 DEEPSPEED_ENGINE = "DeepSpeed"

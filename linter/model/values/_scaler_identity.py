@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.syntax import ModuleIndex, dotted_name, last_part
 from linter.model.values._scaler_receivers import GRAD_SCALER_CLASS_NAMES
 
 

@@ -15,10 +15,15 @@ import re
 
 import libcst as cst
 
-from linter.model.syntax._call_arguments import keyword, positional
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, words
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import PathFacts
+from linter.model.syntax import (
+    ImportAliases,
+    ModuleIndex,
+    PathFacts,
+    dotted_name,
+    keyword,
+    positional,
+    words,
+)
 from linter.model.values._scaler_receivers import ENABLED_POSITION
 
 #: Words in a branch test that say it picks a precision (``if dtype == torch.float16:``,

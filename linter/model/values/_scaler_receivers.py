@@ -18,10 +18,8 @@ from typing import cast
 
 import libcst as cst
 
-from linter.model.project._module_context import context_of
-from linter.model.project._value_records import SCALER, ValueRecord
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, import_aliases, last_part
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.project import SCALER, ValueRecord, context_of
+from linter.model.syntax import ImportAliases, ModuleIndex, dotted_name, import_aliases, last_part
 from linter.model.values._imported_values import imported_values
 
 #: Qualified names of the GradScaler constructors (ampscale's own included).

@@ -23,7 +23,8 @@ from linter.model.assembly._summary_making import (
 from linter.model.project._imports import ModuleFiles
 from linter.model.project._module_context import FunctionRef
 from linter.model.project._outline import outline, outline_fits
-from linter.model.project._project import Project, caller_digests
+from linter.model.project._project import Project
+from linter.model.project._project_index import caller_digests
 from linter.model.project._summary import ModuleSummary
 from linter.model.project._summary_store import Summaries, SummaryStore
 from linter.model.project._value_records import AUTOCAST, AUTOCAST_FACTORY, SCALER, possible_kinds

@@ -13,11 +13,12 @@ import pytest
 from linter._rule import ModuleContext
 from linter.model.assembly._summarize import summarize
 from linter.model.assembly._summary_making import SUMMARY_MAKER
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._iteration_events import Kind
 from linter.model.project._imports import ModuleFiles
 from linter.model.project._module_context import FunctionRef
 from linter.model.project._project import Project
 from linter.model.project._summary import ModuleSummary
-from linter.model.steps._iteration import Kind, of_module
 from linter.model.syntax._tree import descendants
 
 

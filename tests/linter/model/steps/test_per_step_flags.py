@@ -8,7 +8,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._per_step import Guard, PerStepAnalysis
+from linter.model.steps._per_step import PerStepAnalysis
+from linter.model.steps._step_guards import Guard
 from linter.model.syntax._module_index import module_index
 
 

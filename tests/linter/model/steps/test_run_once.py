@@ -10,7 +10,8 @@ import pytest
 from linter._rule import ModuleContext
 from linter.model.steps._run_once import is_cached, memo_exit, memo_guard
 from linter.model.syntax._dotted_names import ImportAliases
-from linter.model.syntax._module_index import ModuleIndex, module_index, walk
+from linter.model.syntax._module_index import ModuleIndex, module_index
+from linter.model.syntax._tree import walk
 
 
 def _index(source: str) -> ModuleIndex:

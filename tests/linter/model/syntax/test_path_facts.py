@@ -59,6 +59,12 @@ def facts_of(source: str) -> tuple[PathFacts, dict[str, cst.Call]]:
             "if args.use_x:\n    a()\nif args.use_y:\n    b()\n",
             True,
         ),
+        # Two ifs of one test that breaks into no facts when it fails (VL-T5's `if fp16 and
+        # native:` around the scaled backward, and in a second `if` whose `else` clips).
+        ("if x and y:\n    a()\nif x and y:\n    pass\nelse:\n    b()\n", True),
+        ("if (x and y):\n    a()\nif not (x  and y):\n    b()\n", True),
+        ("if x and y:\n    a()\nif x and z:\n    pass\nelse:\n    b()\n", False),
+        ("if x and y:\n    a()\nif x and y:\n    b()\n", False),
         # Complementary flags: each set true only where the other is set false, in the two
         # arms of one `if` (a GAN's `step_gen`/`step_dis`), as statements or one tuple.
         (
@@ -93,6 +99,18 @@ def test_exclusive(source: str, exclusive: bool) -> None:
     paths, calls = facts_of(source)
     assert paths.exclusive(calls["a"], calls["b"]) is exclusive
     assert paths.exclusive(calls["b"], calls["a"]) is exclusive
+
+
+def test_complementary_flags_beside_a_compound_statement_in_an_arm() -> None:
+    # VL-T5's trainers: an arm that sets the two flags also holds an `if` (whose body is a
+    # block, not a list of statements); reading it raised a TypeError and failed AMP003 on 10
+    # files of the repository.
+    paths, calls = facts_of(
+        "if i % 2:\n    g = False\n    d = True\n    if verbose:\n        log()\n"
+        "else:\n    for p in ps:\n        p.x = 1\n    g = True\n    d = False\n"
+        "if g:\n    a()\nif d:\n    b()\n"
+    )
+    assert paths.exclusive(calls["a"], calls["b"])
 
 
 def test_conditions_of_an_elif_arm() -> None:

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import of_module
+from linter.model.iterations._iteration import of_module
 from linter.model.syntax._module_index import module_index
 from linter.model.values._checkpoints import Checkpoints, checkpoints
 

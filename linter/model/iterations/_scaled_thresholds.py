@@ -23,12 +23,18 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from linter.model.project._module_context import context_of
-from linter.model.steps._iteration import CLIP_FUNCTIONS, Event, TrainingIterations
-from linter.model.syntax._call_arguments import keyword, parameter_position, positional
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex
-from linter.model.syntax._tree import code_children
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.iterations._iteration_events import CLIP_FUNCTIONS, Event
+from linter.model.project import context_of
+from linter.model.syntax import (
+    MAX_CALL_DEPTH,
+    ModuleIndex,
+    code_children,
+    dotted_name,
+    keyword,
+    parameter_position,
+    positional,
+)
 
 #: Threshold keywords of torch's clips (``clip_grad_norm_(p, max_norm=...)``, ``clip_value=``).
 _THRESHOLD_KEYWORDS = ("max_norm", "clip_value")

@@ -1,4 +1,4 @@
-"""When a scaler scales (`linter.model.steps._scaler_switches`)."""
+"""When a scaler scales (`linter.model.iterations._scaler_switches`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import Kind, TrainingIterations, of_module
-from linter.model.steps._scaler_switches import DISABLED, scaler_off, scaler_switches
+from linter.model.iterations._iteration import TrainingIterations, of_module
+from linter.model.iterations._iteration_events import Kind
+from linter.model.iterations._scaler_switches import DISABLED, scaler_off, scaler_switches
 from linter.model.syntax._module_index import ModuleIndex, module_index
 
 

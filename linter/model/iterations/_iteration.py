@@ -8,7 +8,8 @@ The rules AMP003 and AMP005–AMP007 are small queries over the model built here
 - **Events** are the calls that matter, each with the scaler and optimizer it touches (as their
   dotted source text, ``self.scaler``, ``optimizer_g``): a scaled or plain backward, ``unscale_``,
   a gradient clip, a scaler or optimizer step, ``update``, ``zero_grad``, and a read of gradient
-  values that something looks at (``p.grad.norm()`` logged, `linter.model.steps._gradient_reads`).
+  values that something looks at (``p.grad.norm()`` logged,
+  `linter.model.iterations._gradient_reads`).
 - **An iteration** is the region that runs once per optimizer step: the innermost loop around a
   step (``scaler.step``, ``optimizer.step()``, ``update``) that is not a loop over optimizers,
   models or parameters, or — without such a loop — the function that makes the step (a
@@ -29,49 +30,35 @@ DeepSpeed engine's ``backward(loss)``/``step()`` — so their loops are not "man
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
-from linter.model.project._summary import METHOD_WORDS
-from linter.model.steps._accelerate_backwards import bound_accelerators
-from linter.model.steps._gradient_reads import gradient_reads
-from linter.model.steps._per_step import TRAVERSED_COLLECTIONS
-from linter.model.syntax._dotted_names import dotted_name, import_aliases, last_part
-from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex, descendants, module_index
-from linter.model.syntax._path_facts import Fact, PathFacts, path_facts
-from linter.model.syntax._tree import children
-from linter.model.values._scaler_receivers import scaler_receivers
-
-
-class Kind(enum.Enum):
-    """What an event does to the gradients or the scaler."""
-
-    #: ``scaler.scale(loss).backward()`` (or ``scaled = scaler.scale(loss); scaled.backward()``).
-    SCALED_BACKWARD = "scaled backward"
-    #: ``loss.backward()``, ``torch.autograd.backward(loss)``: no scaler in between.
-    BACKWARD = "backward"
-    #: ``scaler.unscale_(optimizer)``.
-    UNSCALE = "unscale_"
-    #: ``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_`` / ``clip_grads_with_norm_``
-    #: (any alias), or an FSDP module's ``clip_grad_norm_`` method.
-    CLIP = "clip"
-    #: ``scaler.step(optimizer)``.
-    SCALER_STEP = "scaler step"
-    #: ``optimizer.step()``: the optimizer stepped directly.
-    OPTIMIZER_STEP = "optimizer step"
-    #: ``scaler.update()``.
-    UPDATE = "update"
-    #: ``optimizer.zero_grad()`` / ``model.zero_grad()``.
-    ZERO_GRAD = "zero_grad"
-    #: A look at gradient values whose result is used: ``p.grad.norm()``, ``get_total_norm``,
-    #: a histogram of ``p.grad`` (see `linter.model.steps._gradient_reads`).
-    GRAD_READ = "gradient read"
-
+from linter.model.iterations._accelerate_backwards import bound_accelerators
+from linter.model.iterations._gradient_reads import gradient_reads
+from linter.model.iterations._iteration_events import (
+    CLIP_FUNCTIONS,
+    STEP_KINDS,
+    Event,
+    Iteration,
+    Kind,
+)
+from linter.model.project import METHOD_WORDS, ModuleContext
+from linter.model.steps import TRAVERSED_COLLECTIONS
+from linter.model.syntax import (
+    MAX_CALL_DEPTH,
+    Fact,
+    ModuleIndex,
+    children,
+    descendants,
+    dotted_name,
+    import_aliases,
+    last_part,
+    module_index,
+    path_facts,
+)
+from linter.model.values import scaler_receivers
 
 #: Words a function of another module must mention for its events to matter here.
 _EVENT_WORDS = (
@@ -91,19 +78,6 @@ _PER_ELEMENT = re.compile(r"optimi[sz]ers|optims|scalers|models|losses", re.I)
 #: A dict's views: a loop over one walks its entries, which may be whole steps.
 _DICT_VIEWS = frozenset({"items", "keys", "values"})
 
-#: Events that mark where an optimizer step happens: they anchor iterations.
-STEP_KINDS = frozenset({Kind.SCALER_STEP, Kind.OPTIMIZER_STEP, Kind.UPDATE})
-
-#: Gradient-clipping functions, by qualified name.
-CLIP_FUNCTIONS = frozenset(
-    {
-        f"torch.nn.utils{module}.{name}"
-        for module in ("", ".clip_grad")
-        for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
-    }
-    # torch >= 2.6 splits clip_grad_norm_ into get_total_norm + clip_grads_with_norm_.
-    | {"torch.nn.utils.clip_grads_with_norm_", "torch.nn.utils.clip_grad.clip_grads_with_norm_"}
-)
 
 #: Receivers whose clip/backward/step methods apply the AMP recipe themselves (Accelerate,
 #: Lightning, Fabric, DeepSpeed, Trainer wrappers): their calls are not events.
@@ -125,77 +99,6 @@ _OPTIMIZER_CONSTRUCTOR = re.compile(r"(^|\.)optim(izers?)?\.|(^|\.)create_optimi
 #: ...but not the schedulers and averaged models that live beside them (``torch.optim.
 #: lr_scheduler.StepLR``, ``torch.optim.swa_utils.AveragedModel``).
 _NOT_OPTIMIZER_CONSTRUCTOR = re.compile(r"sched|swa_utils", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One call of the AMP recipe, where it happens and what it touches."""
-
-    kind: Kind
-    #: The call (for a scaled backward, the ``.backward()`` call).
-    call: cst.Call
-    #: Dotted text of the scaler it goes through (``scaler``, ``self.grad_scaler``), if any.
-    scaler: str | None = None
-    #: Dotted text of the optimizer it steps, unscales or zeroes, if known.
-    optimizer: str | None = None
-    #: The call of this module's function that brought this event into the iteration (the
-    #: outermost one, in the iteration's own body), or None when the event is written there.
-    via: cst.Call | None = None
-
-    @property
-    def site(self) -> cst.Call:
-        """Where the event happens as seen from its iteration: the call itself or ``via``."""
-        return self.via if self.via is not None else self.call
-
-
-@dataclass(frozen=True)
-class Iteration:
-    """The events of one optimizer step, in source order (see the module docstring)."""
-
-    #: The loop (``For``/``While``) or function whose body runs once per step.
-    scope: cst.CSTNode
-    events: tuple[Event, ...]
-    _facts: PathFacts = field(repr=False, compare=False)
-    _index: ModuleIndex = field(repr=False, compare=False)
-
-    def of(self, *kinds: Kind) -> list[Event]:
-        """The events of the given kinds, in source order."""
-        return [event for event in self.events if event.kind in kinds]
-
-    def may_precede(self, a: Event, b: Event) -> bool:
-        """Some execution of this one iteration runs ``a`` and later ``b``: in source order, or
-        round a loop nested in the iteration (a micro-batch loop) — not round the iteration's
-        own loop, which starts the next iteration."""
-        if a.site is b.site:
-            return a.call is not b.call and self._facts.may_precede(a.call, b.call)
-        if not self._facts.may_precede(a.site, b.site):
-            return False
-        if self._facts.precedes_in_source(a.site, b.site):
-            return True
-        around_b = set(self._index.ancestors(b.site))
-        for loop in self._index.ancestors(a.site):
-            if loop is self.scope:
-                return False
-            if isinstance(loop, cst.For | cst.While) and loop in around_b:
-                return True
-        return False
-
-    def exclusive(self, a: Event, b: Event) -> bool:
-        """No execution runs both ``a`` and ``b``."""
-        if a.site is b.site:
-            return a.via is not None and self._facts.exclusive(a.call, b.call)
-        return self._facts.exclusive(a.site, b.site)
-
-    def between(self, first: Event, last: Event, *kinds: Kind) -> list[Event]:
-        """Events of ``kinds`` that may run after ``first`` and before ``last``."""
-        return [
-            event
-            for event in self.of(*kinds)
-            if event is not first
-            and event is not last
-            and self.may_precede(first, event)
-            and self.may_precede(event, last)
-        ]
 
 
 class TrainingIterations:

@@ -2,7 +2,8 @@
 
 Between ``scaler.scale(loss).backward()`` and ``scaler.unscale_(optimizer)`` every gradient is
 multiplied by the loss scale, so a value read from them then is off by that factor. The
-iteration model (`linter.model.steps._iteration`) turns the reads found here into "gradient read"
+iteration model (`linter.model.iterations._iteration`) turns the reads found here into "gradient
+read"
 events; AMP012 asks where they fall. Two questions are answered here, once per call:
 
 - **Is it a read of gradient values?** A statistic of a gradient tensor (``p.grad.norm()``,
@@ -23,8 +24,7 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from linter.model.syntax._dotted_names import ImportAliases, dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex, descendants
+from linter.model.syntax import ImportAliases, ModuleIndex, descendants, dotted_name, last_part
 
 #: Functions that compute a norm of many gradients at once.
 GRADIENT_NORM_FUNCTIONS = frozenset(

@@ -1,5 +1,5 @@
 """Accelerate's backward calls and whether they may scale in fp16
-(`linter.model.steps._accelerate_backwards`)."""
+(`linter.model.iterations._accelerate_backwards`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._accelerate_backwards import accelerate_backwards, may_scale_fp16
+from linter.model.iterations._accelerate_backwards import accelerate_backwards, may_scale_fp16
 from linter.model.syntax._module_index import module_index
 
 

@@ -1,5 +1,5 @@
 """Calls that may unscale, and whether a call may run before an event
-(`linter.model.steps._unscaling`)."""
+(`linter.model.iterations._unscaling`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import Kind, of_module
-from linter.model.steps._unscaling import may_run_before
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._iteration_events import Kind
+from linter.model.iterations._unscaling import may_run_before
 from linter.model.syntax._module_index import module_index
 
 SOURCE = """

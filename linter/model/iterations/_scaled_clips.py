@@ -3,15 +3,17 @@
 After ``scaler.scale(loss).backward()`` the gradients carry the scale until ``scaler.unscale_(
 optimizer)`` (or ``scaler.step``, which unscales in place). A clip between the two, with no
 unscale that may run first, applies its threshold to scaled values. Read per iteration
-(`linter.model.steps._iteration`): a clip followed by a ``scaler.step`` of the iteration, after a
+(`linter.model.iterations._iteration`): a clip followed by a ``scaler.step`` of the iteration,
+after a
 scaled backward on a path that runs both; a clip with no backward written in the iteration (a
 trainer's ``optimizer_step(self)`` that clips, then steps) only when the scaler is proven a
 GradScaler and nothing in the module unscales it. A clip at a threshold multiplied by the loss
-scale (`linter.model.steps._scaled_thresholds`) clips scaled gradients at a scaled norm, as it
+scale (`linter.model.iterations._scaled_thresholds`) clips scaled gradients at a scaled norm, as it
 should.
 
 Unknown counts as "it may unscale": an ``unscale_`` of an unknown optimizer, a call named like
-an unscale or handed the scaler (`linter.model.steps._unscaling`), an ``unscale_`` in a function no
+an unscale or handed the scaler (`linter.model.iterations._unscaling`), an ``unscale_`` in a
+function no
 iteration reaches (a hook the trainer may call between backward and clip).
 """
 
@@ -22,11 +24,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations
-from linter.model.steps._scaled_thresholds import scaled_thresholds
-from linter.model.steps._unscaling import may_run_before
-from linter.model.syntax._dotted_names import last_part
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.iterations._iteration_events import Event, Iteration, Kind
+from linter.model.iterations._scaled_thresholds import scaled_thresholds
+from linter.model.iterations._unscaling import may_run_before
+from linter.model.syntax import ModuleIndex, last_part
 
 
 @dataclass(frozen=True, slots=True)

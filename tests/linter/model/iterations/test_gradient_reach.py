@@ -1,4 +1,4 @@
-"""Whether a backward's gradients reach a later step (`linter.model.steps._gradient_reach`)."""
+"""Whether a backward's gradients reach a later step (`linter.model.iterations._gradient_reach`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._gradient_reach import feeds_a_plain_optimizer, never_together, reaches
-from linter.model.steps._iteration import Iteration, Kind, TrainingIterations, of_module
+from linter.model.iterations._gradient_reach import feeds_a_plain_optimizer, never_together, reaches
+from linter.model.iterations._iteration import TrainingIterations, of_module
+from linter.model.iterations._iteration_events import Iteration, Kind
 from linter.model.syntax._module_index import ModuleIndex, module_index
 
 

@@ -16,11 +16,9 @@ from typing import Literal
 
 import libcst as cst
 
-from linter.model.steps._iteration import TrainingIterations
-from linter.model.syntax._dotted_names import dotted_name
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.syntax._path_facts import Fact, PathFacts
-from linter.model.values._scaler_receivers import GRAD_SCALER_CLASS_NAMES, GRAD_SCALER_CONSTRUCTORS
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.syntax import Fact, ModuleIndex, PathFacts, dotted_name
+from linter.model.values import GRAD_SCALER_CLASS_NAMES, GRAD_SCALER_CONSTRUCTORS
 
 #: A scaler bound only to ``GradScaler(enabled=False)``: it never scales.
 DISABLED: Literal["disabled"] = "disabled"

@@ -14,9 +14,8 @@ import re
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.project import ModuleContext
+from linter.model.syntax import ModuleIndex, dotted_name, last_part
 
 #: Receivers of Accelerate's ``backward(loss)``: ``accelerator``, ``self._accelerator``.
 ACCELERATOR = re.compile(r"^_*accelerator$", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""The shared model of a training iteration (`linter.model.steps._iteration`) on shapes it must
+"""The shared model of a training iteration (`linter.model.iterations._iteration`) on shapes it must
 read."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import Kind, TrainingIterations, of_module
+from linter.model.iterations._iteration import TrainingIterations, of_module
+from linter.model.iterations._iteration_events import Kind
 from linter.model.syntax._path_facts import Fact
 
 

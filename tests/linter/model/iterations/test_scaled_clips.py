@@ -1,4 +1,4 @@
-"""Clips that may see scaled gradients (`linter.model.steps._scaled_clips`)."""
+"""Clips that may see scaled gradients (`linter.model.iterations._scaled_clips`)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import of_module
-from linter.model.steps._scaled_clips import (
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._scaled_clips import (
     ClipVerdicts,
     in_a_nested_loop,
     scaled_clips,
     under_the_steps_conditions,
 )
-from linter.model.steps._unscaling import unscaling_calls
+from linter.model.iterations._unscaling import unscaling_calls
 from linter.model.syntax._module_index import module_index
 
 

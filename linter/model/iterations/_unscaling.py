@@ -12,9 +12,9 @@ import re
 
 import libcst as cst
 
-from linter.model.steps._iteration import Event, TrainingIterations
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import MAX_CALL_DEPTH, ModuleIndex
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.iterations._iteration_events import Event
+from linter.model.syntax import MAX_CALL_DEPTH, ModuleIndex, dotted_name, last_part
 
 #: Calls named like an unscale: ``unscale_gradients()``, ``_unscale_grads()``...
 UNSCALES_BY_NAME = re.compile(r"unscale", re.IGNORECASE)

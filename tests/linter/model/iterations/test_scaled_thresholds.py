@@ -1,4 +1,4 @@
-"""Clip thresholds multiplied by the loss scale (`linter.model.steps._scaled_thresholds`)."""
+"""Clip thresholds multiplied by the loss scale (`linter.model.iterations._scaled_thresholds`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 from linter._rule import ModuleContext
 from linter.model.assembly._summarize import summarize
 from linter.model.assembly._summary_making import SUMMARY_MAKER
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._iteration_events import Kind
+from linter.model.iterations._scaled_thresholds import scaled_thresholds
 from linter.model.project._imports import ModuleFiles
 from linter.model.project._project import Project
-from linter.model.steps._iteration import Kind, of_module
-from linter.model.steps._scaled_thresholds import scaled_thresholds
 from linter.model.syntax._module_index import module_index
 
 

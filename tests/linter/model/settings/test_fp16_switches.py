@@ -1,4 +1,4 @@
-"""Does a module ask for fp16 by any spelling (`linter.model.values._fp16_requests`)."""
+"""Does a module ask for fp16 by any spelling (`linter.model.settings._fp16_switches`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
+from linter.model.settings._fp16_switches import asks_for_fp16
 from linter.model.syntax._dotted_names import ImportAliases
-from linter.model.syntax._module_index import ModuleIndex, module_index, walk
-from linter.model.values._fp16_requests import asks_for_fp16
+from linter.model.syntax._module_index import ModuleIndex, module_index
+from linter.model.syntax._tree import walk
 
 
 def _index(source: str) -> tuple[ModuleIndex, ImportAliases]:

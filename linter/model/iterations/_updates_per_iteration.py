@@ -1,7 +1,8 @@
 """How many times a scaler's ``update()`` runs per training iteration: none, or more than one.
 
 ``GradScaler.update()`` ends an iteration: once after every optimizer of the iteration has
-stepped. Two facts about a module's iterations (`linter.model.steps._iteration`) answer whether it
+stepped. Two facts about a module's iterations (`linter.model.iterations._iteration`) answer
+whether it
 does: a ``scaler.step`` in a training loop whose scaler is never updated in that loop
 (`steps_without_update`), and an update that may run twice before the next iteration
 (`repeated_updates`: in a loop over optimizers, or once after each of two steps of different
@@ -19,17 +20,18 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations
-from linter.model.steps._loop_passes import (
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.iterations._iteration_events import Event, Iteration, Kind
+from linter.model.steps import (
     assigned_in,
+    exits,
     loops_between,
     on_one_pass_only,
     skips_passes,
     variables_read,
 )
-from linter.model.steps._per_step import exits
-from linter.model.syntax._module_index import ModuleIndex
-from linter.model.values._scaler_identity import is_disabled, same_scaler
+from linter.model.syntax import ModuleIndex
+from linter.model.values import is_disabled, same_scaler
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Gradient reads (`linter.model.steps._gradient_reads`) and their events in the iteration model."""
+"""Gradient reads (`linter.model.iterations._gradient_reads`) and their events in the iteration
+model."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.steps._gradient_reads import gradient_loggers, is_gradient_expression
-from linter.model.steps._iteration import Kind, of_module
+from linter.model.iterations._gradient_reads import gradient_loggers, is_gradient_expression
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._iteration_events import Kind
 from linter.model.syntax._dotted_names import ImportAliases
 from linter.model.syntax._module_index import module_index
 

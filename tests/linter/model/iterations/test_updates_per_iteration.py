@@ -1,4 +1,4 @@
-"""Updates per training iteration (`linter.model.steps._updates_per_iteration`): none, or
+"""Updates per training iteration (`linter.model.iterations._updates_per_iteration`): none, or
 several."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import of_module
-from linter.model.steps._updates_per_iteration import repeated_updates, steps_without_update
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._updates_per_iteration import repeated_updates, steps_without_update
 from linter.model.syntax._module_index import module_index
 
 

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from linter.model.steps._iteration import Event, Iteration, Kind, TrainingIterations
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.iterations._iteration_events import Event, Iteration, Kind
+from linter.model.syntax import ModuleIndex
 
 #: Events that consume or clear the gradients a backward left.
 GRADIENT_SINKS = (Kind.OPTIMIZER_STEP, Kind.ZERO_GRAD)

@@ -1,4 +1,4 @@
-"""Scaled tensors a plain backward may start from (`linter.model.steps._scaled_losses`)."""
+"""Scaled tensors a plain backward may start from (`linter.model.iterations._scaled_losses`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 
 from linter._rule import ModuleContext
-from linter.model.steps._iteration import of_module
-from linter.model.steps._scaled_losses import (
+from linter.model.iterations._iteration import of_module
+from linter.model.iterations._scaled_losses import (
     backpropagated,
     backpropagates_scaled,
     discarded_scale,

@@ -1,7 +1,8 @@
 """Whether the tensor a backward starts from is a scaled loss, by means the iteration model does
 not see as a scaled backward.
 
-`linter.model.steps._iteration` calls ``scaler.scale(loss).backward()`` a scaled backward. A plain
+`linter.model.iterations._iteration` calls ``scaler.scale(loss).backward()`` a scaled backward. A
+plain
 ``x.backward()`` may still backpropagate a scaled tensor: ``x`` bound to a ``.scale(...)``
 result or reduced from one (the reductions are linear: ``scaled.mean()``, ``scaled / n``), the
 ``as`` name of apex's ``with amp.scale_loss(loss, opt) as scaled_loss:``, a hand-scaled ``loss *
@@ -14,10 +15,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.project._module_context import ModuleContext
-from linter.model.steps._iteration import TrainingIterations
-from linter.model.syntax._dotted_names import dotted_name, last_part
-from linter.model.syntax._module_index import ModuleIndex
+from linter.model.iterations._iteration import TrainingIterations
+from linter.model.project import ModuleContext
+from linter.model.syntax import ModuleIndex, dotted_name, last_part
 
 #: Methods whose result is a scaled loss: a GradScaler's ``scale``, apex's ``amp.scale_loss``.
 SCALING_METHODS = frozenset({"scale", "scale_loss"})
