@@ -659,12 +659,13 @@ def run_jobs(
 
 
 def _in_workers(jobs: Sequence[Job], count: int) -> list[FileReport]:
-    # Imported here: a single-file run (the pre-commit case) never needs it.
-    from concurrent.futures import ProcessPoolExecutor
+    # Imported here: a single-file run (the pre-commit case) never needs them.
     from concurrent.futures.process import BrokenProcessPool
 
+    from linter._worker_pool import worker_pool
+
     try:
-        with ProcessPoolExecutor(
+        with worker_pool(
             max_workers=min(count, len(jobs)), initializer=_start_worker, initargs=(_PROJECTS,)
         ) as pool:
             chunk = max(1, min(16, len(jobs) // (4 * count)))
