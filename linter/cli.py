@@ -2,7 +2,10 @@
 
 Exit codes follow ruff: 0 clean, 1 findings, 2 a usage or configuration error, or a file that
 could not be read or parsed (the other files are still linted and reported). ``--exit-zero``
-makes findings and unreadable files exit 0; usage and configuration errors still exit 2.
+makes findings and unreadable files exit 0; usage and configuration errors still exit 2. A run
+ended by Ctrl-C (SIGINT) or SIGTERM stops at once, its worker processes killed on the way out
+(see `linter._worker_pool`), says so in one line and exits 130 or 143, as shells report a
+command a signal ended.
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 from linter._cache import CACHE_ENV, cache_location
 from linter._selection import OFF_BY_DEFAULT, SelectorError, find_rule, how_to_enable
@@ -33,6 +39,9 @@ from linter.rules import ALL_RULES
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_ERROR = 2
+#: A run ended by SIGINT (Ctrl-C) or SIGTERM: 128 + the signal's number, as shells report it.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
 
 
 def _selectors(value: str) -> list[str]:
@@ -55,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="amp-lint",
         description="Find fp16 mixed-precision (AMP) pitfalls in PyTorch training code.",
         epilog="Exit status: 0 no findings, 1 findings, 2 usage, configuration, read or parse "
-        "error (--exit-zero: 0 unless usage or configuration). Settings come from the nearest "
+        "error (--exit-zero: 0 unless usage or configuration), 130 or 143 when Ctrl-C or "
+        "SIGTERM ended the run. Settings come from the nearest "
         "pyproject.toml with a [tool.amp-lint] table. 'amp-lint server' starts the language "
         "server instead (a folder named server: ./server).",
     )
@@ -251,12 +261,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _server(arguments[1:])
     args = build_parser().parse_args(arguments)
     try:
-        return _run(args)
+        with _sigterm_raises():
+            return _run(args)
     except BrokenPipeError:
         # The reader went away (`amp-lint . | head`): stop quietly, as Python's docs advise,
         # so the interpreter's final flush does not print a second error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("amp-lint: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _Terminated:
+        print("amp-lint: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the main thread is, so that a run unwinds as it does on Ctrl-C:
+    its worker pools kill their workers on the way out. (A BaseException, as
+    KeyboardInterrupt is, so that no ``except Exception`` takes it for a file's failure.)"""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises `_Terminated` within the block; the previous handler comes back after
+    it (`main` is also called in-process, by tests and by tools). Signal handlers can only be
+    set from the main thread: called from another, SIGTERM keeps its handler."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
 
 
 def _run(args: argparse.Namespace) -> int:
