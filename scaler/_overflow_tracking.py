@@ -90,6 +90,7 @@ def _local(grad: torch.Tensor) -> torch.Tensor:
 
 
 def _index_on(device: torch.device, positions: list[int]) -> torch.Tensor:
+    """An index tensor on ``device``, copied without a sync (from pinned memory on CUDA)."""
     host = torch.tensor(positions, dtype=torch.int64)
     if device.type == "cpu":
         return host
@@ -193,6 +194,8 @@ class _OptimizerRecord:
         split: list[list[int]],
         devices: list[torch.device],
     ) -> None:
+        """Positions, index tensors and storage for the gradients present now (``present``),
+        grouped as ``split`` says, one group per entry of ``devices``."""
         located = [
             (g, i, param)
             for g, group in enumerate(param_groups)
@@ -246,8 +249,7 @@ class OverflowTracker:
         for name, tensor in named:
             self._names[id(tensor)] = (weakref.ref(tensor), name)
         for record in self._records:
-            for position in range(len(record.params)):
-                self._name(record, position)
+            self._remember_names(record)
 
     def advance(self) -> None:
         """One ``update()`` that counts as a step: the next step's number, on both sides."""
@@ -285,8 +287,7 @@ class OverflowTracker:
         split = groups.indices()
         if present != record.present or split is not record.split:
             record.lay_out(param_groups, present, split, [device for device, _, _ in grouped])
-            for position in range(len(record.params)):
-                self._name(record, position)
+            self._remember_names(record)
         for (device, _, grads), index in zip(grouped, record.indices, strict=True):
             signed_step, no_step = self._steps_on(device)
             device_divisor = divisor
@@ -391,14 +392,17 @@ class OverflowTracker:
             read.append(unpacked)
         return read
 
-    def _name(self, record: _OptimizerRecord, position: int) -> str:
-        """The watched name of the parameter at ``position`` (remembered in the record, so
-        that it outlives the parameter), or the position itself."""
-        param = record.params[position]()
-        if param is not None:
-            named = self._names.get(id(param))
+    def _remember_names(self, record: _OptimizerRecord) -> None:
+        """Copy the watched names of the record's parameters into it, so that a report read
+        after the model was deleted still names them; called whenever either side changes."""
+        for position, ref in enumerate(record.params):
+            param = ref()
+            named = None if param is None else self._names.get(id(param))
             if named is not None and named[0]() is param:
                 record.names[position] = named[1]
+
+    def _name(self, record: _OptimizerRecord, position: int) -> str:
+        """The watched name of the parameter at ``position``, or the position itself."""
         name = record.names[position]
         if name is not None:
             return name
