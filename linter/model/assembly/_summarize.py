@@ -26,6 +26,7 @@ from linter.model.project import (
     graft_words,
     qualified_name,
     receiver_type,
+    sys_path_folders,
     written_callee,
 )
 from linter.model.steps import PerStepAnalysis
@@ -85,7 +86,8 @@ def summarize(context: ModuleContext, path: str, *, has_amp: bool) -> ModuleSumm
     return ModuleSummary(
         path=path,
         imports=tuple(_imports(index)),
-        sys_path=tuple(_sys_path_inserts(index)),
+        # Read from CPython's tree, as the outline reads it: one reading of a script's paths.
+        sys_path=sys_path_folders(index.module.code),
         functions=tuple(functions),
         classes=tuple(_classes(index)),
         calls=tuple(calls),
@@ -120,16 +122,6 @@ def _imports(index: Any) -> Iterator[ImportRecord]:
             imported = dotted_name(alias.name) or ""
             bound = dotted_name(alias.asname.name) if alias.asname is not None else imported
             yield ImportRecord(bound or imported, module or "", imported, level)
-
-
-def _sys_path_inserts(index: Any) -> Iterator[str]:
-    """``sys.path.insert(0, "..")``/``sys.path.append("src")`` with a literal folder."""
-    for call in index.calls_named(".insert") + index.calls_named(".append"):
-        if dotted_name(call.func.value) != "sys.path" or not call.args:
-            continue
-        value = call.args[-1].value
-        if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
-            yield value.evaluated_value
 
 
 def _constants(index: Any) -> Iterator[tuple[str, str]]:

@@ -22,7 +22,7 @@ from linter.model.project._module_context import (
     context_of,
     positions_of,
 )
-from linter.model.project._outline import outline
+from linter.model.project._outline import outline, sys_path_folders
 from linter.model.project._project import Project
 from linter.model.project._project_index import caller_digests
 from linter.model.project._summary import (
@@ -90,5 +90,6 @@ __all__ = [
     "positions_of",
     "qualified_name",
     "receiver_type",
+    "sys_path_folders",
     "written_callee",
 ]

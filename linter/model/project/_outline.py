@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
+from linter.model.project._script_paths import anchored_folder, single_bindings
 from linter.model.project._summary import (
     CONSTANT_CHARS,
     DOTTED,
@@ -43,7 +44,7 @@ from linter.model.project._summary import (
 from linter.model.project._value_records import possible_kinds
 from linter.model.syntax import column_of
 
-__all__ = ["outline", "outline_fits"]
+__all__ = ["outline", "outline_fits", "sys_path_folders"]
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -261,7 +262,28 @@ def _imports(walked: _Walk) -> Iterator[ImportRecord]:
             yield ImportRecord(bound, relative.module or "", alias.name, relative.level)
 
 
+def sys_path_folders(text: str) -> tuple[str, ...]:
+    """The folders the module ``text`` adds to ``sys.path`` (`ModuleSummary.sys_path`), or
+    none when CPython's parser rejects it: what the libcst summary records, and the evidence
+    of a script's project root (`linter.model.project._roots`)."""
+    if "sys" not in text or "path" not in text:
+        return ()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    walked = _Walk(text)
+    walked.visit(tree)
+    return tuple(_sys_path_inserts(walked))
+
+
 def _sys_path_inserts(walked: _Walk) -> Iterator[str]:
+    """``sys.path.insert(0, "lib")``, ``sys.path.append(ROOT_DIR)``...: a plain string literal
+    as written, or a folder built from ``__file__``, relative to the module's folder
+    (`linter.model.project._script_paths`); inserts first, then appends, in source order."""
+    bindings: dict[str, ast.expr] | None = None
     for method in ("insert", "append"):
         for call, _place in walked.calls:
             func = call.func
@@ -270,7 +292,13 @@ def _sys_path_inserts(walked: _Walk) -> Iterator[str]:
             if _dotted(func.value) != "sys.path" or not (call.args or call.keywords):
                 continue
             last = _last_argument(call)
-            value = _one_string(walked, last) if last is not None else None
+            if last is None:
+                continue
+            value = _one_string(walked, last)
+            if value is None and not isinstance(last, ast.Constant):
+                if bindings is None:
+                    bindings = single_bindings([assign for assign, _place in walked.assigns])
+                value = anchored_folder(last, bindings)
             if value is not None:
                 yield value
 

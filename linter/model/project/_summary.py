@@ -25,7 +25,7 @@ from linter.model.project._value_records import ValueRecord
 from linter.model.syntax import dotted_name
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 8
+SUMMARY_FORMAT = 9
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint

@@ -142,6 +142,33 @@ def test_an_outline_is_the_summary_less_its_reasons_on_tricky_shapes() -> None:
     assert found.sys_path == ("lib",)
 
 
+def test_a_folder_built_from_the_scripts_own_file_is_on_its_path() -> None:
+    # Research scripts put their repository on sys.path by a path built from __file__: the
+    # folder, relative to the script's own, is what both summaries record.
+    text = textwrap.dedent(
+        """\
+        import os, sys
+        import os.path as osp
+        from pathlib import Path
+
+        BASE_DIR = os.path.dirname(os.path.abspath(__file__))
+        ROOT_DIR = os.path.dirname(BASE_DIR)
+        sys.path.append(ROOT_DIR)
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+        sys.path.insert(0, osp.abspath(osp.join(__file__, *([".."] * 3))))
+        sys.path.append(str(Path(__file__).resolve().parents[1] / "third_party"))
+        sys.path.append(str(Path(__file__).parent))
+        sys.path.append(__file__)
+        sys.path.append(os.environ["EXTRA"])
+        sys.path.append(os.path.join(os.getcwd(), ".."))
+        """
+    )
+    found, expected = _outline_and_full("/p/tools/train.py", text)
+    assert found == expected
+    assert found is not None
+    assert found.sys_path == ("../lib", "../..", "..", "../third_party", ".")
+
+
 def test_an_outline_keeps_line_ends_as_written() -> None:
     # sd-scripts writes `re.compile(r"""...""")` over CRLF lines: the constant keeps them.
     text = 'PATTERN = re.compile(\r\n    r"""\r\na|\r\nb""",\r\n)\r\nX = "é" + f(1)\r\n'
