@@ -74,7 +74,7 @@ nitpick_ignore_regex = [
     (r"py:class", r"BelowOnePolicy"),
     # The project model's types in `ModuleContext`'s signature: the model layer is internal
     # (linter.model), explained on its own page rather than in the API reference.
-    (r"py:class", r"(Project|ForeignSite)"),
+    (r"py:class", r"(Project|ProjectQueries|ForeignSite|linter\.model\..*)"),
 ]
 
 autodoc_member_order = "bysource"

@@ -198,6 +198,8 @@ class PathFacts:
         self._exclusive_flags: set[frozenset[str]] = set()
         #: Pairs of subjects an ``assert`` makes exclusive.
         self._exclusive_subjects: set[frozenset[str]] = set()
+        #: ``if`` statement -> its test as `_boolean_test` reads it.
+        self._tests: dict[cst.If, tuple[str, bool] | None] = {}
         self._collect_declared_exclusions()
 
     # -- questions ---------------------------------------------------------------------------
@@ -274,20 +276,30 @@ class PathFacts:
         native:`` and clip in the ``else`` of a second ``if fp16 and native:``. Every part must
         be a fact `conditions` would read (``cfg[key]`` is none: its key may differ)."""
         tests_of_a = {
-            test
-            for statement, arm in self.arms(a)
-            if (test := self._test(statement.test, arm is statement.body))
+            test for statement, arm in self.arms(a) if (test := self._test(statement, arm))
         }
         if not tests_of_a:
             return False
         return any(
-            self._test(statement.test, arm is not statement.body) in tests_of_a
+            (test := self._test(statement, arm)) is not None
+            and (test[0], not test[1]) in tests_of_a
             for statement, arm in self.arms(b)
         )
 
-    def _test(self, test: cst.BaseExpression, holds: bool) -> tuple[str, bool] | None:
-        """A boolean operation of facts as one text (``not`` taken into ``holds``, parentheses
-        and spacing left out) and whether it holds; None for any other test."""
+    def _test(self, statement: cst.If, arm: cst.CSTNode) -> tuple[str, bool] | None:
+        """The test of ``statement`` as one text and whether it holds in ``arm``, when it is a
+        boolean operation of facts (see `_opposite_tests`); None for any other test."""
+        if statement not in self._tests:
+            self._tests[statement] = self._boolean_test(statement.test)
+        found = self._tests[statement]
+        if found is None:
+            return None
+        return found[0], found[1] == (arm is statement.body)
+
+    def _boolean_test(self, test: cst.BaseExpression) -> tuple[str, bool] | None:
+        """A boolean operation of facts as one text (``not`` taken into the flag, parentheses
+        and spacing left out) and whether the ``if`` body runs when that text holds."""
+        holds = True
         while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             test, holds = test.expression, not holds
         if not isinstance(test, cst.BooleanOperation):
