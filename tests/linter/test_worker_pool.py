@@ -145,9 +145,16 @@ def _session(command: list[str], folder: Path) -> Iterator[subprocess.Popen[byte
     ``stdout`` and ``stderr`` (files: a pipe would stay open while an orphaned worker holds
     it). Whatever of it a failed test leaves is killed afterwards, so that one failure leaves
     no process behind for the next test."""
+    # Python's fault handler prints every thread's stack on SIGABRT: see `_exit_status`.
+    environment = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     with (folder / "stdout").open("wb") as out, (folder / "stderr").open("wb") as errors:
         process = subprocess.Popen(
-            command, cwd=folder, stdout=out, stderr=errors, start_new_session=True
+            command,
+            cwd=folder,
+            stdout=out,
+            stderr=errors,
+            start_new_session=True,
+            env=environment,
         )
     try:
         yield process
@@ -157,6 +164,17 @@ def _session(command: list[str], folder: Path) -> Iterator[subprocess.Popen[byte
                 os.kill(pid, signal.SIGKILL)
         process.kill()
         process.wait()
+
+
+def _exit_status(process: subprocess.Popen[bytes], folder: Path) -> int:
+    """The exit status of a run told to end; a run still there a minute later fails the test
+    with the stack of each of its threads, so that a hang says where it hangs."""
+    try:
+        return process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        process.wait()
+        pytest.fail(f"still running a minute later: {(folder / 'stderr').read_text()}")
 
 
 def _workers_started(process: subprocess.Popen[bytes], folder: Path, busy_s: float) -> set[int]:
@@ -236,7 +254,7 @@ def test_sigterm_ends_the_run_within_a_second_with_143(
         _workers_started(run, tmp_path, busy_s)
         sent = time.monotonic()
         run.send_signal(signal.SIGTERM)  # as `kill` or a CI runner sends it: to amp-lint alone
-        code = run.wait(timeout=60)
+        code = _exit_status(run, tmp_path)
         took = time.monotonic() - sent
         left = _left_after(run.pid, max(0.0, SIGNAL_DEADLINE_S - took))
     assert (code, (tmp_path / "stderr").read_text(), left) == (143, "amp-lint: terminated\n", set())
@@ -254,7 +272,7 @@ def test_ctrl_c_ends_the_run_within_a_second_with_130_and_one_line(
         _workers_started(run, tmp_path, busy_s)
         sent = time.monotonic()
         os.killpg(run.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to every process of the run
-        code = run.wait(timeout=60)
+        code = _exit_status(run, tmp_path)
         took = time.monotonic() - sent
         left = _left_after(run.pid, max(0.0, SIGNAL_DEADLINE_S - took))
     # One line: no worker prints a KeyboardInterrupt traceback of its own.
@@ -324,7 +342,7 @@ def test_an_api_caller_gets_the_keyboard_interrupt_once_its_workers_are_gone(
     with _session([sys.executable, "-c", API_CALLER, str(big_project)], tmp_path) as run:
         _workers_started(run, tmp_path, 1.0)
         run.send_signal(signal.SIGINT)
-        code = run.wait(timeout=60)
+        code = _exit_status(run, tmp_path)
     output = ((tmp_path / "stdout").read_text(), (tmp_path / "stderr").read_text())
     assert (code, output) == (0, ("interrupted; children left: []\n", ""))
 
