@@ -27,7 +27,7 @@ from linter._selection import (
     enabled_rules,
     selects,
 )
-from linter.config import Settings
+from linter.config import ConfigError, Settings
 
 if TYPE_CHECKING:
     from linter.model.project import Project
@@ -235,6 +235,7 @@ def lint_paths(
     stdin: bytes | None = None,
     project: bool = True,
     add_noqa: bool = False,
+    project_root: str | os.PathLike[str] | None = None,
 ) -> LintResult:
     """Lint files and folders (``"-"`` reads standard input, named ``stdin_filename``).
 
@@ -246,11 +247,14 @@ def lint_paths(
     written: its fixed text is in `LintResult.changes`). ``cache_dir`` keeps results there
     (the command's default is ``.amp_lint_cache``); without it nothing is cached. ``stdin`` is
     what ``"-"`` reads (default: standard input itself). With ``project`` (the default) each
-    file is linted against the project around it — the folder holding the nearest
-    ``pyproject.toml``/``setup.cfg``/``setup.py``/``.git`` — so a file gets the same findings
-    alone as in a run over the whole tree. ``add_noqa`` writes a noqa comment for every finding
-    instead (a baseline; standard input is not written), and cannot be combined with ``fix`` or
-    ``diff``.
+    file is linted against the project around it, so a file gets the same findings alone as in
+    a run over the whole tree: the folder holding the nearest
+    ``pyproject.toml``/``setup.cfg``/``setup.py``/``.git``, else the folder the file puts on its
+    own ``sys.path``, else the top of its package chain (`linter.model.project.RootFinder`),
+    never the current folder; ``project_root`` (or the ``project-root`` setting) names the root
+    instead, and must hold every file linted (else `ConfigError`). ``add_noqa`` writes a noqa
+    comment for every finding instead (a baseline; standard input is not written), and cannot be
+    combined with ``fix`` or ``diff``.
     """
     if add_noqa and (fix or diff):
         raise ValueError("add_noqa cannot be combined with fix or diff")
@@ -278,7 +282,13 @@ def lint_paths(
         on_disk.append(stdin_filename)
     cache_folder = os.fspath(cache_dir) if cache_dir is not None else None
     requested = [name for name in names if name != STDIN]
-    roots = _projects(plan, excluder, requested, on_disk, cache_folder, jobs) if project else {}
+    roots: dict[str, str] = {}
+    project_notes: tuple[str, ...] = ()
+    if project:
+        given = _given_root(plan, project_root)
+        roots, project_notes = _projects(
+            plan, excluder, requested, on_disk, cache_folder, jobs, given
+        )
     work = [
         Job(path, plan.rules_for(path), fix=mode, project_root=roots.get(path), add_noqa=add_noqa)
         for path in found.files
@@ -319,7 +329,7 @@ def lint_paths(
         files_cached=sum(report.cached for report in reports),
         fixed=tuple(sorted(d for report in reports for d in report.fixed)),
         changes=tuple(report.change for report in reports if report.change is not None),
-        notes=tuple(note for report in reports for note in report.notes),
+        notes=(*project_notes, *(note for report in reports for note in report.notes)),
         unsafe_fixes=unsafe_fixes,
         noqa_added=sum(report.noqa_added for report in reports),
     )
@@ -331,10 +341,13 @@ def _buffer_project(plan: _Plan, path: str, data: bytes) -> Project | None:
         return None
     from linter._cache import cache_location, code_fingerprint
     from linter.model.assembly import SummaryStore, build_project
-    from linter.model.project import find_root
+    from linter.model.project import RootFinder
 
     absolute = os.path.abspath(path)
-    root = find_root(absolute)
+    given = _given_root(plan, None)
+    if given is not None:
+        _check_holds(given, [absolute])
+    root = given.folder if given is not None else RootFinder().root_of(absolute).folder
     excluder = Excluder(
         (*plan.settings.exclude, *plan.settings.extend_exclude),
         plan.root,
@@ -408,6 +421,45 @@ def _wants_key(plan: _Plan) -> str:
     return hashlib.sha256(f"{rules_fingerprint(plan.rules)}\0{sorted(others)}".encode()).hexdigest()
 
 
+#: A project with more Python files than this gets a note saying what was read and how to
+#: read less: reading it is most of the run's time.
+LARGE_PROJECT_FILES = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class _GivenRoot:
+    """A project root named by the user rather than found: ``--project-root`` or the
+    ``project-root`` setting."""
+
+    #: The folder (absolute).
+    folder: str
+    #: How to name where it came from in an error: the option, or the setting and its file.
+    source: str
+
+
+def _given_root(plan: _Plan, option: str | os.PathLike[str] | None) -> _GivenRoot | None:
+    """The root the command line (first) or the settings name, checked to be a folder."""
+    if option is not None:
+        folder = os.path.abspath(os.fspath(option))
+        if not os.path.isdir(folder):
+            raise ConfigError(f"--project-root {os.fspath(option)}: not a folder")
+        return _GivenRoot(folder, f"--project-root {os.fspath(option)}")
+    configured = plan.settings.project_root
+    if configured is None:
+        return None
+    return _GivenRoot(configured, f"{plan.settings.source}: project-root {configured}")
+
+
+def _check_holds(given: _GivenRoot, files: Sequence[str]) -> None:
+    """A named root must hold every file linted: a file outside it has no module there."""
+    from linter.model.project import is_within
+
+    outside = [path for path in files if not is_within(path, given.folder)]
+    if outside:
+        more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+        raise ConfigError(f"{given.source}: does not hold {outside[0]}{more}")
+
+
 def _projects(
     plan: _Plan,
     excluder: Excluder,
@@ -415,25 +467,36 @@ def _projects(
     paths: Sequence[str],
     cache_folder: str | None,
     jobs: int | None,
-) -> dict[str, str]:
-    """Build the project around each path (see `linter.model`); path -> its project's root."""
+    given: _GivenRoot | None,
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Build the project around each path (see `linter.model`): path -> its project's root,
+    and a note for each project too large to read quickly.
+
+    Each file's root comes from evidence about the file (`linter.model.project.RootFinder`),
+    never from the current folder; a folder asked for bounds the roots found under it. The
+    files of several projects are linted each in its own project, with its own modules."""
     from linter._cache import code_fingerprint
     from linter._engine import _available_cpus, use_projects
     from linter.model.assembly import SummaryStore, build_projects, is_within, roots_of
+    from linter.model.project import RootFinder
 
     absolute = {path: os.path.abspath(path) for path in paths}
-    # Files with no project marker above them form one project: the folder the run was asked
-    # to lint (or the current folder), as ruff takes the current folder without a config.
-    tops = [path for path in requested if os.path.isdir(path)] + [os.getcwd()]
-    by_root = roots_of(absolute.values(), tops)
+    walked = [os.path.abspath(path) for path in requested if os.path.isdir(path)]
     store = SummaryStore(cache_folder, code_fingerprint())
+    finder = RootFinder(cache_folder, store.code)
+    if given is not None:
+        _check_holds(given, list(absolute.values()))
+        by_root = {given.folder: list(absolute.values())} if absolute else {}
+    else:
+        by_root = roots_of(absolute.values(), walked, finder)
+        finder.save()
     workers = jobs if jobs is not None else _available_cpus()
     wants, seeds = _prefilters(plan)
     # A root inside a folder the run walked holds the files that walk found under it: walking
     # it again would find the same ones (the excludes are the same, and its files were reached).
-    walked = [os.path.abspath(path) for path in requested if os.path.isdir(path)]
     found_files = sorted(absolute.values())
     requests = []
+    notes = []
     for root in by_root:
         if any(is_within(root, folder) for folder in walked):
             files = _files_under(found_files, root)
@@ -444,6 +507,15 @@ def _projects(
         known = set(files)
         files += [p for p in by_root[root] if p not in known]
         requests.append((root, files, by_root[root]))
+        if len(files) > LARGE_PROJECT_FILES:
+            why = given.source if given is not None else finder.found[root].evidence
+            linted = by_root[root]
+            others = f" and {len(linted) - 1:,} more" if len(linted) > 1 else ""
+            notes.append(
+                f"read {len(files):,} Python files: the project of {linted[0]}{others} is "
+                f"{root} ({why}); to read less, name the root with --project-root (or "
+                "project-root in [tool.amp-lint]) or leave folders out with exclude"
+            )
     projects = build_projects(
         requests,
         wants,
@@ -454,7 +526,7 @@ def _projects(
     )
     use_projects(projects)
     root_of = {member: root for root, members in by_root.items() for member in members}
-    return {path: root_of[absolute[path]] for path in paths}
+    return {path: root_of[absolute[path]] for path in paths}, tuple(notes)
 
 
 @dataclass(frozen=True, slots=True)

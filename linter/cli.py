@@ -128,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the name standard input ('-') has in output and for per-file-ignores",
     )
     parser.add_argument(
+        "--project-root",
+        metavar="DIR",
+        help="the project every linted file belongs to, for a tree where amp-lint cannot tell "
+        "(default: found per file: the nearest folder with a pyproject.toml, setup.py, "
+        "setup.cfg or .git, else the folder a script puts on its own sys.path, else the top "
+        "of its package chain; never the current folder)",
+    )
+    parser.add_argument(
         "--force-exclude",
         action="store_true",
         help="apply the excludes to files named on the command line too (for pre-commit)",
@@ -330,6 +338,7 @@ def _run(args: argparse.Namespace) -> int:
             unsafe_fixes=args.unsafe_fixes,
             stdin=stdin,
             add_noqa=args.add_noqa,
+            project_root=args.project_root,
             cache_dir=None
             if args.no_cache
             else cache_location(args.cache_dir, settings.cache_dir, settings.root),

@@ -61,7 +61,7 @@ _LIST_KEYS = (
     "unfixable",
 )
 _SELECTOR_KEYS = ("select", "ignore", "extend_select", "fixable", "unfixable")
-_KNOWN_KEYS = frozenset((*_LIST_KEYS, "per-file-ignores", "cache-dir"))
+_KNOWN_KEYS = frozenset((*_LIST_KEYS, "per-file-ignores", "cache-dir", "project-root"))
 
 
 class ConfigError(ValueError):
@@ -94,6 +94,9 @@ class Settings:
     unfixable: tuple[str, ...] = ()
     #: Folder of the result cache, as configured (relative paths are relative to ``root``).
     cache_dir: str | None = None
+    #: The project root every linted file belongs to (absolute), for the rare tree where the
+    #: evidence amp-lint finds roots by cannot settle it; None finds each file's root.
+    project_root: str | None = None
     #: (glob, selectors) pairs: rules not run on files the glob matches.
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: Rule code to the options set in ``[tool.amp-lint.<rule-name>]``.
@@ -239,6 +242,8 @@ def settings_from_table(
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{path}: cache-dir: expected a folder name, got {value!r}")
             values["cache_dir"] = str(Path(path).absolute().parent / value)
+        elif key == "project-root":
+            values["project_root"] = _project_root(value, path)
         elif key == "per-file-ignores":
             values["per_file_ignores"] = _per_file_ignores(value, path)
         elif key in by_name:
@@ -265,6 +270,16 @@ def _string_list(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _project_root(value: Any, path: str) -> str:
+    """``project-root``: a folder, relative to the configuration's own."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: project-root: expected a folder name, got {value!r}")
+    folder = os.path.normpath(Path(path).absolute().parent / value)
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{path}: project-root: {folder} is not a folder")
+    return folder
 
 
 def _per_file_ignores(value: Any, path: str) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -54,10 +54,24 @@ def test_settings_read_every_known_key(tmp_path: Path) -> None:
     assert settings.root == str(tmp_path)
 
 
+def test_project_root_is_a_folder_relative_to_the_configuration(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    path = write(tmp_path / "tooling", "[tool.amp-lint]\nproject-root = '../repo'\n")
+    assert load(path).project_root == str(tmp_path / "repo")
+    assert load(write(tmp_path, "[tool.amp-lint]\n")).project_root is None
+
+
 @pytest.mark.parametrize(
     ("table", "message"),
     [
         ("selct = ['ALL']", "unknown key 'selct' in [tool.amp-lint]"),
+        ("project-roots = '.'", "unknown key 'project-roots' in [tool.amp-lint]"),
+        ("project-root = 1", "project-root: expected a folder name, got 1"),
+        (
+            "project-root = 'pyproject.toml'",
+            "project-root: {folder}/pyproject.toml is not a folder",
+        ),
+        ("project-root = 'missing'", "project-root: {folder}/missing is not a folder"),
         ("select = ['TST999']", "select: unknown rule selector 'TST999'"),
         ("ignore = ['AMP999']", "ignore: unknown rule selector 'AMP999'"),
         ("select = 'TST001'", "select: expected a list of strings, got 'TST001'"),
@@ -97,7 +111,7 @@ def test_bad_config_is_an_error_naming_file_and_key(
     path = write(tmp_path, table if table.startswith("[") else f"[tool.amp-lint]\n{table}\n")
     with pytest.raises(ConfigError) as caught:
         load(path)
-    assert str(caught.value) == f"{path}: {message}"
+    assert str(caught.value) == f"{path}: {message.format(folder=tmp_path)}"
 
 
 def test_invalid_toml_is_an_error(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -29,11 +28,13 @@ from linter.model.project import (
     ModuleFiles,
     ModuleSummary,
     Project,
+    RootFinder,
     Summaries,
     SummaryStore,
     caller_digests,
     content_digest,
-    find_root,
+    is_within,
+    scan_imports,
 )
 
 __all__ = [
@@ -47,37 +48,8 @@ __all__ = [
     "scan_imports",
 ]
 
-#: ``import a.b as c, d`` / ``from .a import b`` at the start of a line (the textual scan).
-_IMPORT_LINE = re.compile(
-    r"^[ \t]*(?:from[ \t]+(?P<from>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>[^#\n;]+)"
-    r"|import[ \t]+(?P<modules>[^#\n;]+))",
-    re.MULTILINE,
-)
-
 #: Below this many files to summarise, worker processes cost more than they save.
 _PARALLEL_MIN = 32
-
-
-def scan_imports(text: str) -> list[tuple[str, int, tuple[str, ...]]]:
-    """(module, level, names) for each import the text's lines spell (a superset is fine: the
-    scan only decides which files to summarise)."""
-    found = []
-    for match in _IMPORT_LINE.finditer(text):
-        if match["from"] is not None:
-            module = match["from"]
-            level = len(module) - len(module.lstrip("."))
-            names = tuple(
-                part.split(" as ")[0].strip(" ()\\\t")
-                for part in match["names"].split(",")
-                if part.strip(" ()\\\t")
-            )
-            found.append((module.lstrip("."), level, names))
-        else:
-            for part in match["modules"].split(","):
-                module = part.split(" as ")[0].strip(" ()\\\t")
-                if module:
-                    found.append((module, 0, ()))
-    return found
 
 
 @dataclass(slots=True)
@@ -154,7 +126,8 @@ def build_projects(
         )
         for root, _files, linted in requests
     }
-    todo = [item for plan in planned.values() for item in plan.todo]
+    # A file in two projects (a folder inside another's root) is summarised once.
+    todo = list({item[0]: item for plan in planned.values() for item in plan.todo}.values())
     key_of = {path: plan.keys[path] for plan in planned.values() for path, _, _ in plan.todo}
     # Each summary is stored and hashed as it comes back, and its text released then: all
     # of a tree's texts at once held 100 MB more in this process, and so in every worker
@@ -416,27 +389,18 @@ def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterator[ModuleSu
             yield summarise_file(item)
 
 
-def roots_of(paths: Iterable[str], tops: Sequence[str] = ()) -> dict[str, list[str]]:
-    """Project root -> the given paths under it. A file with no project marker above it
-    belongs to the outermost of ``tops`` (the folders a run was asked to lint) holding it."""
+def roots_of(
+    paths: Iterable[str], bounds: Sequence[str] = (), finder: RootFinder | None = None
+) -> dict[str, list[str]]:
+    """Project root -> the given files under it, each root found from evidence about the file
+    (`RootFinder`). A file under one of ``bounds`` (the folders a run was asked to lint) gets a
+    root no wider than the outermost of them holding it, unless a marker or its own ``sys.path``
+    says otherwise."""
+    finder = finder or RootFinder()
+    folders = sorted((os.path.abspath(bound) for bound in bounds), key=len)
     found: dict[str, list[str]] = {}
-    folders = sorted((os.path.abspath(top) for top in tops), key=len)
-    # One root per folder: the markers are looked for once per folder, not once per file.
-    known: dict[str, str] = {}
-    marked: dict[str, bool] = {}
     for path in paths:
-        folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-        root = known.get(folder)
-        if root is None:
-            fallback = next(
-                (top for top in folders if is_within(path, top)),
-                None,
-            )
-            root = known[folder] = find_root(path, fallback, marked)
-        found.setdefault(root, []).append(path)
+        absolute = os.path.abspath(path)
+        bound = next((folder for folder in folders if is_within(absolute, folder)), None)
+        found.setdefault(finder.root_of(absolute, bound).folder, []).append(path)
     return found
-
-
-def is_within(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or lies under it (both absolute)."""
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)

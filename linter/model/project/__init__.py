@@ -1,6 +1,7 @@
 """Project: the files around the module being linted, and what each tells the others.
 
-Questions answered here: where a project starts and which file an import names (`ModuleFiles`);
+Questions answered here: where a file's project starts (`RootFinder`, from markers, a script's
+own ``sys.path`` and its package chain) and which file an import names (`ModuleFiles`);
 what a run knows of a file without reading it again (`FileFacts`); a module's summary as plain
 data (imports, classes and bases, functions with their per-step reasons and calls, AMP values)
 and the store that keeps summaries by content; outlines made with CPython's parser; and, across
@@ -15,7 +16,7 @@ project its `SummaryMaker`; analyses see the project through `ProjectQueries`.
 from __future__ import annotations
 
 from linter.model.project._file_facts import FactsStore, FileFacts, content_digest
-from linter.model.project._imports import ModuleFiles, find_root
+from linter.model.project._imports import ModuleFiles, scan_imports
 from linter.model.project._module_context import (
     ForeignSite,
     ModuleContext,
@@ -25,6 +26,7 @@ from linter.model.project._module_context import (
 from linter.model.project._outline import outline, sys_path_folders
 from linter.model.project._project import Project
 from linter.model.project._project_index import caller_digests
+from linter.model.project._roots import ROOT_MARKERS, FoundRoot, RootFinder, is_within
 from linter.model.project._summary import (
     CONSTANT_CHARS,
     GENERIC_METHOD_NAMES,
@@ -61,6 +63,7 @@ __all__ = [
     "ENGINE_TEXT",
     "GENERIC_METHOD_NAMES",
     "METHOD_WORDS",
+    "ROOT_MARKERS",
     "SCALER",
     "SUMMARY_FORMAT",
     "VALUE_KINDS",
@@ -69,12 +72,14 @@ __all__ = [
     "FactsStore",
     "FileFacts",
     "ForeignSite",
+    "FoundRoot",
     "FunctionRecord",
     "ImportRecord",
     "ModuleContext",
     "ModuleFiles",
     "ModuleSummary",
     "Project",
+    "RootFinder",
     "Summaries",
     "SummaryMaker",
     "SummaryStore",
@@ -84,12 +89,13 @@ __all__ = [
     "content_digest",
     "context_of",
     "empty_summary",
-    "find_root",
     "graft_words",
+    "is_within",
     "outline",
     "positions_of",
     "qualified_name",
     "receiver_type",
+    "scan_imports",
     "sys_path_folders",
     "written_callee",
 ]

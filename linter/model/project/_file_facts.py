@@ -27,7 +27,7 @@ FACTS_FORMAT = 3
 #: A signature this close (in nanoseconds) to the time it was read is not trusted later.
 _RACY_NS = 2_000_000_000
 
-#: (module, level, names) of one import line (`linter.model.assembly._project_build.scan_imports`).
+#: (module, level, names) of one import line (`linter.model.project._imports.scan_imports`).
 ScannedImport = tuple[str, int, tuple[str, ...]]
 
 

@@ -1,9 +1,11 @@
-"""Files to modules: where a project starts, and which of its files an import statement names.
+"""Files to modules: which of a project's files an import statement names (where the project
+starts is `linter.model.project._roots`'s question).
 
 Resolution is static, as Python's import system would find a project-local module when the
 project is run from its root or a script from its own folder: the importing script's folder, the
-project root, ``src/`` and any folder a literal ``sys.path.insert(0, ...)`` adds are searched in
-that order; packages may lack ``__init__.py`` (namespace packages). Nothing is imported or run.
+folders a ``sys.path.insert(0, ...)`` adds (a literal, or a path built from ``__file__``), the
+project root and ``src/`` are searched in that order; packages may lack ``__init__.py``
+(namespace packages). Nothing is imported or run.
 An import that names no file of the project (``torch``, a typo, a module built at run time)
 resolves to None: unknown, never a guess.
 """
@@ -11,37 +13,41 @@ resolves to None: unknown, never a guess.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-#: Files whose folder is a project root, as ruff, pre-commit and editors find one.
-ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 #: Folders under the root that hold the packages in a ``src/`` layout.
 SOURCE_FOLDERS = ("src",)
 
+#: ``import a.b as c, d`` / ``from .a import b`` at the start of a line (the textual scan).
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+(?P<from>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>[^#\n;]+)"
+    r"|import[ \t]+(?P<modules>[^#\n;]+))",
+    re.MULTILINE,
+)
 
-def find_root(path: str, fallback: str | None = None, marked: dict[str, bool] | None = None) -> str:
-    """The folder above ``path`` holding a `ROOT_MARKERS` file (the nearest one), else
-    ``fallback`` (the folder a run was asked to lint), else the folder of ``path`` itself.
-    ``marked`` (folder -> whether it holds a marker) is filled and read, so that finding the
-    roots of many folders of one tree looks in each folder once (a warm run's largest cost
-    after reading the cache, with a few thousand folders)."""
-    start = os.path.dirname(os.path.abspath(path)) if not os.path.isdir(path) else path
-    folder = os.path.abspath(start)
-    marked = {} if marked is None else marked
-    while True:
-        holds = marked.get(folder)
-        if holds is None:
-            holds = marked[folder] = any(
-                os.path.exists(os.path.join(folder, marker)) for marker in ROOT_MARKERS
+
+def scan_imports(text: str) -> list[tuple[str, int, tuple[str, ...]]]:
+    """(module, level, names) for each import the text's lines spell (a superset is fine: the
+    scan only decides which files to summarise, and how far up a file's project reaches)."""
+    found = []
+    for match in _IMPORT_LINE.finditer(text):
+        if match["from"] is not None:
+            module = match["from"]
+            level = len(module) - len(module.lstrip("."))
+            names = tuple(
+                part.split(" as ")[0].strip(" ()\\\t")
+                for part in match["names"].split(",")
+                if part.strip(" ()\\\t")
             )
-        if holds:
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return os.path.abspath(fallback or start)
-        folder = parent
+            found.append((module.lstrip("."), level, names))
+        else:
+            for part in match["modules"].split(","):
+                module = part.split(" as ")[0].strip(" ()\\\t")
+                if module:
+                    found.append((module, 0, ()))
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from linter.model.project._imports import ImportTarget, ModuleFiles, find_root
+from linter.model.project._imports import ImportTarget, ModuleFiles
 
 
 def project(tmp_path: Path, files: list[str]) -> ModuleFiles:
@@ -100,22 +100,6 @@ def test_what_is_not_a_project_file_is_unknown(tmp_path: Path, module: str) -> N
     assert files.resolve(str(tmp_path / "train.py"), module) is None
 
 
-def test_the_root_is_the_nearest_folder_with_a_marker(tmp_path: Path) -> None:
-    (tmp_path / "repo" / "src" / "pkg").mkdir(parents=True)
-    (tmp_path / "repo" / "pyproject.toml").write_text("", encoding="utf-8")
-    target = tmp_path / "repo" / "src" / "pkg" / "mod.py"
-    target.write_text("", encoding="utf-8")
-    assert find_root(str(target)) == str(tmp_path / "repo")
-
-
-def test_without_a_marker_the_fallback_is_the_root(tmp_path: Path) -> None:
-    target = tmp_path / "a" / "b.py"
-    target.parent.mkdir()
-    target.write_text("", encoding="utf-8")
-    assert find_root(str(target), str(tmp_path)) == str(tmp_path)
-    assert find_root(str(target)) == str(tmp_path / "a")
-
-
 def test_a_namespace_package_holding_only_packages(tmp_path: Path) -> None:
     # `ns` holds no file of its own: its name is known from the paths below it all the same.
     files = project(tmp_path, ["train.py", "ns/models/vit.py"])
@@ -123,29 +107,3 @@ def test_a_namespace_package_holding_only_packages(tmp_path: Path) -> None:
     assert found == ImportTarget(str(tmp_path / "ns/models/vit.py"), "build")
     found = files.resolve(str(tmp_path / "train.py"), "ns.models", name="vit")
     assert found == ImportTarget(str(tmp_path / "ns/models/vit.py"))
-
-
-def test_roots_found_together_look_in_each_folder_once(tmp_path: Path) -> None:
-    # Two projects side by side, one nested in a folder of the other: each folder's answer is
-    # the nearest marker's, whichever folder was asked about first.
-    for folder in ("repo/tools", "repo/sub/pkg", "other/x"):
-        (tmp_path / folder).mkdir(parents=True)
-    (tmp_path / "repo" / ".git").mkdir()
-    (tmp_path / "repo" / "sub" / "setup.py").write_text("", encoding="utf-8")
-    marked: dict[str, bool] = {}
-    found = [
-        find_root(str(tmp_path / folder / "m.py"), str(tmp_path), marked)
-        for folder in ("repo/sub/pkg", "repo/tools", "other/x", "repo/sub")
-    ]
-    assert found == [
-        str(tmp_path / "repo" / "sub"),
-        str(tmp_path / "repo"),
-        str(tmp_path),
-        str(tmp_path / "repo" / "sub"),
-    ]
-    assert found == [
-        find_root(str(tmp_path / folder / "m.py"), str(tmp_path))
-        for folder in ("repo/sub/pkg", "repo/tools", "other/x", "repo/sub")
-    ]
-    assert marked[str(tmp_path / "repo")]
-    assert not marked[str(tmp_path / "repo" / "tools")]
