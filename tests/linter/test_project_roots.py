@@ -355,3 +355,22 @@ def test_a_very_large_project_is_said_once_with_how_to_narrow_it(
     assert note.startswith(f"read 2 Python files: the project of {run} is {src_layout} (")
     assert "--project-root" in note
     assert "exclude" in note
+
+
+def test_a_scripts_own_sys_path_is_followed_under_a_marker_above_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # The monorepo's .git makes it the project; the tools/ scripts of one of its projects still
+    # import from the folder they put on their path, and the run summarises what they import.
+    mono = unmarked_place(tmp_path_factory) / "mono"
+    shutil.copytree(FIXTURES / "tools_import_root", mono / "projects" / "foo")
+    (mono / ".git").mkdir()
+    root = mono / "projects" / "foo"
+    wanted = {(f"projects/foo/{path}", line, code) for path, line, code in expected(root)}
+    assert wanted
+    for paths in ([mono], [root / "tools" / "train.py", root / "tools" / "finetune.py"]):
+        result = lint_paths([str(p) for p in paths], select=["ALL"], jobs=1)
+        found = {
+            (Path(d.path).relative_to(mono).as_posix(), d.line, d.code) for d in result.diagnostics
+        }
+        assert found == wanted

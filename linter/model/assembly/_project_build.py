@@ -35,6 +35,7 @@ from linter.model.project import (
     content_digest,
     is_within,
     scan_imports,
+    sys_path_folders,
 )
 
 __all__ = [
@@ -278,7 +279,7 @@ def _import_graph(
             targets = set()
             for module, level, names in fact.imports:
                 for name in names or (None,):
-                    found = module_files.resolve(path, module, level, name)
+                    found = module_files.resolve(path, module, level, name, fact.sys_path)
                     if found is not None:
                         targets.add(found.path)
         graph[path] = targets
@@ -317,7 +318,10 @@ class _Prefilter:
         """The facts of a file whose bytes are ``data`` and decoded text ``text``."""
         wanted = self.wants(text)
         seeds = not wanted and self.seeds is not None and self.seeds(text)
-        return FileFacts.of(content_digest(data), wanted, scan_imports(text), seeds)
+        # A script's own sys.path is searched for its imports here too (only a file that
+        # spells it is parsed for it).
+        paths = sys_path_folders(text) if "sys.path" in text else ()
+        return FileFacts.of(content_digest(data), wanted, scan_imports(text), seeds, paths)
 
 
 #: The pre-filter the workers reading files apply (set by their pool's initializer).

@@ -23,7 +23,7 @@ from typing import Any
 from linter._atomic_write import WriteError, write_atomically
 
 #: Bumped whenever the layout of the facts file changes.
-FACTS_FORMAT = 3
+FACTS_FORMAT = 4
 #: A signature this close (in nanoseconds) to the time it was read is not trusted later.
 _RACY_NS = 2_000_000_000
 
@@ -48,13 +48,22 @@ class FileFacts:
     #: Whether it mentions a trigger word of a rule the run knows but did not select: the
     #: project summarises it all the same (see `linter.api._prefilters`).
     seeds: bool = False
+    #: The folders it adds to ``sys.path`` (`linter.model.project._outline.sys_path_folders`),
+    #: searched for its imports as its summary's are.
+    sys_path: tuple[str, ...] = ()
 
     @classmethod
     def of(
-        cls, digest: str, wants: bool, imports: Sequence[ScannedImport], seeds: bool = False
+        cls,
+        digest: str,
+        wants: bool,
+        imports: Sequence[ScannedImport],
+        seeds: bool = False,
+        sys_path: Sequence[str] = (),
     ) -> FileFacts:
         listed = [[module, level, list(names)] for module, level, names in imports]
-        return cls(digest, wants, json.dumps(listed, separators=(",", ":")), seeds=seeds)
+        imports_json = json.dumps(listed, separators=(",", ":"))
+        return cls(digest, wants, imports_json, seeds=seeds, sys_path=tuple(sys_path))
 
     @property
     def imports(self) -> tuple[ScannedImport, ...]:
@@ -177,22 +186,26 @@ def _to_json(facts: FileFacts) -> list[Any]:
         facts.summary_key,
         facts.summary_digest,
         facts.seeds,
+        list(facts.sys_path),
     ]
 
 
 def _from_json(item: Any) -> FileFacts:
-    digest, wants, imports_json, summary_key, summary_digest, seeds = item
+    digest, wants, imports_json, summary_key, summary_digest, seeds, sys_path = item
     if not (
         isinstance(digest, str)
         and isinstance(wants, bool)
         and isinstance(imports_json, str)
         and isinstance(seeds, bool)
+        and _strings(sys_path)
     ):
         raise TypeError("bad facts")
     for optional in (summary_key, summary_digest):
         if optional is not None and not isinstance(optional, str):
             raise TypeError("bad summary digest")
-    return FileFacts(digest, wants, imports_json, summary_key, summary_digest, seeds)
+    return FileFacts(
+        digest, wants, imports_json, summary_key, summary_digest, seeds, tuple(sys_path)
+    )
 
 
 def _ints(values: Any, count: int) -> bool:
