@@ -148,7 +148,7 @@ def lint_text(
         # counts for the pre-filter too.
         imported = project.imported_text(os.path.abspath(path), text)
         if imported:
-            active = [rule for rule in rules if rule in active or rule.wants(f"{text}\n{imported}")]
+            active = [rule for rule in rules if rule in active or rule.wants_with(text, imported)]
     if not active:
         return FileReport(path)
     parsed = _parse(text)
@@ -725,8 +725,8 @@ def _prepare(
             cache.store(key, report)
         return report, None, None
     imported = project.imported_text(absolute, document.text) if project is not None else ""
-    text = f"{document.text}\n{imported}" if imported else document.text
-    if any(rule.wants(document.text) or (imported and rule.wants(text)) for rule in job.rules):
+    own = document.text
+    if any(rule.wants(own) or (imported and rule.wants_with(own, imported)) for rule in job.rules):
         return None, heavy, key
     report = FileReport(job.path)
     if cache is not None and key is not None:

@@ -249,6 +249,12 @@ for step, (x, y) in enumerate(loader):
             or ("state_dict" in text and ('"scale"' in text or "'scale'" in text))
         )
 
+    @classmethod
+    def wants_with(cls, own: str, imported: str) -> bool:
+        # The reads reported are the module's own calls and subscripts (`scale_reads` walks
+        # its index): a function it imports brings per-step callers, never a read.
+        return cls.wants(own)
+
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         if _MAYBE_A_READ.search(context.filter_text) is None:
             return

@@ -14,6 +14,7 @@ from linter.model.values import (
     Fp16Site,
     Fp16Sites,
     may_hold_a_finding,
+    may_train,
     user_families,
 )
 
@@ -252,6 +253,14 @@ trainer.train()
         # A finding needs an fp16 switch, a sign of training and a bf16 origin together: far
         # fewer files than those that merely spell `bfloat16`, and only those get parsed.
         return super().wants(text) and may_hold_a_finding(text)
+
+    @classmethod
+    def wants_with(cls, own: str, imported: str) -> bool:
+        # The fp16 switches are the module's own nodes and so is the sign of training that
+        # `Fp16Sites.sites` asks for first (`trains`: a `.backward(`/`.fit(`/`.train(` call or
+        # a `*Trainer`); an imported function may bring the bf16 origin (a loader of another
+        # module), so the rest of the test reads both texts.
+        return may_train(own) and cls.wants(f"{own}\n{imported}")
 
     def check(self, context: ModuleContext) -> Iterable[Finding]:
         if not may_hold_a_finding(context.filter_text):  # for callers that skip the engine

@@ -44,7 +44,7 @@ from linter.model.values._deprecated_amp_api import (
     new_spelling,
 )
 from linter.model.values._exported_values import value_records
-from linter.model.values._fp16_site_search import Fp16Site, may_hold_a_finding
+from linter.model.values._fp16_site_search import Fp16Site, may_hold_a_finding, may_train
 from linter.model.values._fp16_sites import TRAINING_ARGUMENTS, Fp16Sites
 from linter.model.values._fp32_trainables import Fp32Trainables
 from linter.model.values._model_origins import Bf16Origin
@@ -108,6 +108,7 @@ __all__ = [
     "local_name",
     "may_hold_a_finding",
     "may_name_a_scaler",
+    "may_train",
     "new_spelling",
     "precision_engines",
     "readable_at",

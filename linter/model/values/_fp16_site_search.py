@@ -74,6 +74,12 @@ def unscales_fp16(call: cst.Call) -> bool:
     return name is not None and last_part(name) == "ShardedGradScaler"
 
 
+def may_train(source: str) -> bool:
+    """Cheap text test for `Fp16SiteSearch.trains`: a ``.backward(``/``.fit(``/``.train(`` call
+    or a ``*Trainer``."""
+    return _TRAINING_TEXT.search(source) is not None
+
+
 def may_hold_a_finding(source: str) -> bool:
     """Cheap text test that skips the walk for files that cannot hold a finding."""
     # Cheapest first: the case-blind fp16 pattern costs most (2 of a tree's 11 s of planning).

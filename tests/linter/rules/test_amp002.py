@@ -745,3 +745,53 @@ def test_a_scaler_switched_by_a_conditional_expression_is_reported() -> None:
                 scaler.update()
     """
     assert lines(source) == [8]
+
+
+_HELPERS = """\
+import torch
+from transformers import AutoModelForCausalLM
+
+
+def load_model(name):
+    return AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)
+
+
+def fit(model, batches, optimizer, scaler):
+    model.train()
+    for batch in batches:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(**batch).loss
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""
+
+
+def test_a_module_that_only_imports_the_training_words_is_not_parsed(tmp_path: Path) -> None:
+    # The fp16 switches and the sign of training are a module's own nodes: `layers.py` names
+    # `load_model` and `fit`, whose sources spell all of AMP002's words, but holds no switch
+    # of its own (the autocast `fit` enters is found from `models.py`'s side). On the
+    # seven library wheels, files parsed for the words of what they import alone were 527 of
+    # 716; the bf16 origin may still come from an imported loader (`train.py`).
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "models.py").write_text(_HELPERS)
+    (tmp_path / "layers.py").write_text(
+        "from models import fit, load_model\n\n\ndef run(name, batches, optimizer, scaler):\n"
+        "    return fit(load_model(name), batches, optimizer, scaler)\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom models import load_model\n\n"
+        'model = load_model("google/gemma-3-1b-it")\n'
+        "optimizer = torch.optim.AdamW(model.parameters())\n"
+        'scaler = torch.amp.GradScaler("cuda")\n'
+        "model.train()\n"
+        "for batch in loader:\n"
+        '    with torch.autocast("cuda", dtype=torch.float16):\n'
+        "        loss = model(**batch).loss\n"
+        "    scaler.scale(loss).backward()\n"
+        "    scaler.step(optimizer)\n"
+        "    scaler.update()\n"
+    )
+    result = lint_paths([tmp_path], select=["AMP002"], jobs=1)
+    assert {Path(d.path).name for d in result.diagnostics} == {"train.py"}
+    assert result.files_parsed == 2  # models.py and train.py; not layers.py
