@@ -118,24 +118,60 @@ def _end_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     """Cancel what is queued, kill the workers without waiting for their chunks, reap them,
     and let the pool's manager thread see them gone and close the pool.
 
-    The manager thread is waited for too: one still closing the pool when the interpreter
-    exits races the executor's exit hook, which wakes it through a pipe it is closing, and
-    "Exception ignored in: <module 'threading'>" with a traceback followed the one line of
-    an interrupted run (once in three runs interrupted as their pool started).
+    The manager thread must end, as the interpreter's exit waits for it. A worker killed in
+    the middle of sending a result leaves half a message in the result pipe, and the thread
+    blocked reading the rest: no end of file came, since this process holds the pipe's write
+    end too, and 3 of 42 runs interrupted at random moments hung at exit until it is closed
+    here. The thread is waited for as well: one still closing the pool at exit races the
+    executor's exit hook, which wakes it through a pipe it is closing ("Exception ignored in:
+    <module 'threading'>" and a traceback after the one line of an interrupted run, once in
+    three runs interrupted as their pool started).
     """
-    # Taken before shutdown, which forgets both. (Python 3.14's `kill_workers` does the same.)
+    # Taken before shutdown, which forgets them. (Python 3.14's `kill_workers` does the same.)
     processes = list((pool._processes or {}).values())
     manager: object = pool._executor_manager_thread  # typeshed calls it a _ThreadWakeup
+    results = pool._result_queue
     pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        with suppress(OSError, ValueError):  # already gone, or already closed
-            process.kill()
-    deadline = time.monotonic() + _REAP_TIMEOUT_S
-    for process in processes:
-        with suppress(ValueError):
-            process.join(max(0.0, deadline - time.monotonic()))
-    if isinstance(manager, threading.Thread):
-        manager.join(max(0.0, deadline - time.monotonic()))
+    with _cancelled_future_race_quiet(manager):
+        for process in processes:
+            with suppress(OSError, ValueError):  # already gone, or already closed
+                process.kill()
+        deadline = time.monotonic() + _REAP_TIMEOUT_S
+        for process in processes:
+            with suppress(ValueError):
+                process.join(max(0.0, deadline - time.monotonic()))
+        # The result queue's write end (SimpleQueue's `_writer`, which typeshed leaves out):
+        # the workers, its only users, are gone.
+        writer = getattr(results, "_writer", None)
+        if writer is not None:
+            writer.close()
+        if isinstance(manager, threading.Thread):
+            manager.join(max(0.0, deadline - time.monotonic()))
+
+
+@contextmanager
+def _cancelled_future_race_quiet(manager: object) -> Iterator[None]:
+    """Within the block, ``manager`` dying of a known race of Python before 3.12 prints
+    nothing. Seeing its workers dead, the thread marks each pending future broken, and a
+    future cancelled meanwhile (`Executor.map` cancels the rest when the caller's wait is
+    interrupted) raises InvalidStateError: a traceback after the one line of an interrupted
+    run (1 of 57 runs). 3.12 ignores that error there; a pool being ended has nothing left
+    to tell its futures either."""
+    if sys.version_info >= (3, 12):
+        yield
+        return
+    chained = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.thread is manager and args.exc_type is concurrent.futures.InvalidStateError:
+            return
+        chained(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = chained
 
 
 def _start_worker(
