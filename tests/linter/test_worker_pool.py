@@ -87,12 +87,6 @@ whole_run = pytest.mark.xfail(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="linter/model/assembly/_project_build.py makes its two pools with "
-    "ProcessPoolExecutor until it takes worker_pool, a change left to the model's move "
-    "(issue 43); delete this mark with that change",
-)
 def test_every_pool_of_worker_processes_is_a_worker_pool() -> None:
     assert _plain_pools() == []
 

@@ -15,11 +15,11 @@ import hashlib
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from linter._garbage_collection import freeze_survivors, raise_threshold
 from linter._source import SourceError, load_document, read_source
+from linter._worker_pool import worker_pool
 from linter.model.assembly._summary_making import SUMMARY_MAKER, summarise_file
 from linter.model.project import (
     SUMMARY_FORMAT,
@@ -362,7 +362,7 @@ def _read_facts(
     cannot be sent to workers is applied here."""
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
         try:
-            with ProcessPoolExecutor(
+            with worker_pool(
                 max_workers=workers, initializer=_use_wants, initargs=(prefilter,)
             ) as pool:
                 chunk = max(1, min(64, len(paths) // (4 * workers)))
@@ -378,7 +378,7 @@ def _run(todo: list[tuple[str, bytes, bool]], workers: int) -> Iterator[ModuleSu
     if workers > 1 and len(todo) >= _PARALLEL_MIN:
         try:
             freeze_survivors()
-            with ProcessPoolExecutor(
+            with worker_pool(
                 max_workers=min(workers, len(todo)), initializer=raise_threshold
             ) as pool:
                 chunk = max(1, min(16, len(todo) // (4 * workers)))
