@@ -60,7 +60,8 @@ class LintResult:
     fixed: tuple[Diagnostic, ...] = ()
     #: Files whose text the fixes changed (written with ``fix``, only computed with ``diff``).
     changes: tuple[Change, ...] = ()
-    #: One line per fix that was dropped because it did not verify.
+    #: One line per fix that was dropped because it did not verify, and per project so large
+    #: that reading it took most of the run (what was read, and how to read less).
     notes: tuple[str, ...] = ()
     #: Whether unsafe fixes count as available (``--unsafe-fixes``).
     unsafe_fixes: bool = False
