@@ -10,9 +10,9 @@ import libcst as cst
 from linter._fix import UNSAFE, NodeFix
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model.steps import (
+    DeviceSyncs,
     PerStepAnalysis,
     ScaleRead,
-    follows_device_sync,
     scale_reads,
     skip_detections,
 )
@@ -267,9 +267,10 @@ for step, (x, y) in enumerate(loader):
         aliases = import_aliases(index)
         analysis = PerStepAnalysis(context, index, is_scaler_call)
         skip_checks = skip_detections(index, reads, is_scaler_call)
+        device_syncs = DeviceSyncs(index, aliases)
         for read in reads:
             why = analysis.reason(read.node)
-            if why is None or follows_device_sync(index, aliases, read.node):
+            if why is None or device_syncs.follows(read.node):
                 continue  # no per-step sync, or the host already waited for the device
             text = context.module.code_for_node(read.node)
             message = _message(text, read, why, read.node in skip_checks, receivers)

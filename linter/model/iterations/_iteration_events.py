@@ -87,6 +87,14 @@ class Iteration:
     events: tuple[Event, ...]
     _facts: PathFacts = field(repr=False, compare=False)
     _index: ModuleIndex = field(repr=False, compare=False)
+    #: `may_precede`'s and `between`'s answers: the rules ask them for every pair of some
+    #: events' kinds.
+    _may_precede: dict[tuple[Event, Event], bool] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _between: dict[tuple[Event, Event, tuple[Kind, ...]], list[Event]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def of(self, *kinds: Kind) -> list[Event]:
         """The events of the given kinds, in source order."""
@@ -96,6 +104,12 @@ class Iteration:
         """Some execution of this one iteration runs ``a`` and later ``b``: in source order, or
         round a loop nested in the iteration (a micro-batch loop) — not round the iteration's
         own loop, which starts the next iteration."""
+        found = self._may_precede.get((a, b))
+        if found is None:
+            found = self._may_precede[a, b] = self._may_precede_now(a, b)
+        return found
+
+    def _may_precede_now(self, a: Event, b: Event) -> bool:
         if a.site is b.site:
             return a.call is not b.call and self._facts.may_precede(a.call, b.call)
         if not self._facts.may_precede(a.site, b.site):
@@ -118,6 +132,13 @@ class Iteration:
 
     def between(self, first: Event, last: Event, *kinds: Kind) -> list[Event]:
         """Events of ``kinds`` that may run after ``first`` and before ``last``."""
+        key = first, last, kinds
+        found = self._between.get(key)
+        if found is None:
+            found = self._between[key] = self._between_now(first, last, kinds)
+        return list(found)
+
+    def _between_now(self, first: Event, last: Event, kinds: tuple[Kind, ...]) -> list[Event]:
         return [
             event
             for event in self.of(*kinds)

@@ -15,7 +15,7 @@ May import: values, settings, project, syntax.
 from __future__ import annotations
 
 from linter.model.steps._bf16_only_steps import Bf16OnlySteps
-from linter.model.steps._device_syncs import follows_device_sync
+from linter.model.steps._device_syncs import DeviceSyncs
 from linter.model.steps._loop_passes import (
     assigned_in,
     breaks,
@@ -37,6 +37,7 @@ from linter.model.steps._step_loops import TRAVERSED_COLLECTIONS, is_epoch_loop
 __all__ = [
     "TRAVERSED_COLLECTIONS",
     "Bf16OnlySteps",
+    "DeviceSyncs",
     "Hold",
     "PerStepAnalysis",
     "PerStepScaler",
@@ -45,7 +46,6 @@ __all__ = [
     "assigned_in",
     "breaks",
     "exits",
-    "follows_device_sync",
     "follows_the_target",
     "is_epoch_loop",
     "loops_between",

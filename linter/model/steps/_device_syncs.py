@@ -28,17 +28,41 @@ def is_device_sync(statement: cst.BaseStatement, aliases: ImportAliases) -> bool
     return False
 
 
-def follows_device_sync(index: ModuleIndex, aliases: ImportAliases, node: cst.CSTNode) -> bool:
-    """A device sync runs before ``node`` on every path within its loop body or function."""
-    child = node
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.IndentedBlock | cst.Module):
-            for statement in ancestor.body:
-                if statement is child:
-                    break
-                if is_device_sync(statement, aliases):
+class DeviceSyncs:
+    """Answers `follows` for the nodes of one module. Each block is read once, whatever the
+    number of nodes asked about in it: where its first sync stands, and where each of its
+    statements stands (a loop of 20,000 reads asked 20,000 times over its body was quadratic).
+    """
+
+    def __init__(self, index: ModuleIndex, aliases: ImportAliases) -> None:
+        self._index = index
+        self._aliases = aliases
+        #: Per block: the position of its first sync statement (None: none), and of each
+        #: statement.
+        self._blocks: dict[int, tuple[int | None, dict[int, int]]] = {}
+
+    def follows(self, node: cst.CSTNode) -> bool:
+        """A device sync runs before ``node`` on every path within its loop body or function."""
+        child = node
+        for ancestor in self._index.ancestors(node):
+            if isinstance(ancestor, cst.IndentedBlock | cst.Module):
+                first_sync, positions = self._block(ancestor)
+                at = positions.get(id(child))
+                if first_sync is not None and at is not None and first_sync < at:
                     return True
-        if isinstance(ancestor, cst.For | cst.While | cst.FunctionDef | cst.Lambda):
-            return False
-        child = ancestor
-    return False
+            if isinstance(ancestor, cst.For | cst.While | cst.FunctionDef | cst.Lambda):
+                return False
+            child = ancestor
+        return False
+
+    def _block(self, block: cst.IndentedBlock | cst.Module) -> tuple[int | None, dict[int, int]]:
+        known = self._blocks.get(id(block))
+        if known is None:
+            statements = block.body
+            first_sync = next(
+                (at for at, one in enumerate(statements) if is_device_sync(one, self._aliases)),
+                None,
+            )
+            known = first_sync, {id(one): at for at, one in enumerate(statements)}
+            self._blocks[id(block)] = known
+        return known

@@ -200,6 +200,11 @@ class PathFacts:
         self._exclusive_subjects: set[frozenset[str]] = set()
         #: ``if`` statement -> its test as `_boolean_test` reads it.
         self._tests: dict[cst.If, tuple[str, bool] | None] = {}
+        #: Answers kept per node and per pair: the rules ask about every pair of events of an
+        #: iteration, and each question walks the nodes' ancestors.
+        self._arms: dict[cst.CSTNode, tuple[tuple[cst.If, cst.CSTNode], ...]] = {}
+        self._exclusive: dict[tuple[cst.CSTNode, cst.CSTNode], bool] = {}
+        self._may_precede: dict[tuple[cst.CSTNode, cst.CSTNode], bool] = {}
         self._collect_declared_exclusions()
 
     # -- questions ---------------------------------------------------------------------------
@@ -207,6 +212,12 @@ class PathFacts:
     def arms(self, node: cst.CSTNode) -> Iterator[tuple[cst.If, cst.CSTNode]]:
         """``(if statement, arm)`` for every ``if`` around ``node`` up to its function; the arm
         is the ``if``'s body or its ``orelse``."""
+        found = self._arms.get(node)
+        if found is None:
+            found = self._arms[node] = tuple(self._walk_arms(node))
+        return iter(found)
+
+    def _walk_arms(self, node: cst.CSTNode) -> Iterator[tuple[cst.If, cst.CSTNode]]:
         child = node
         for ancestor in self._index.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef | cst.Lambda | cst.ClassDef):
@@ -331,6 +342,16 @@ class PathFacts:
         also_b: Iterable[Fact] = (),
     ) -> bool:
         """No execution runs both ``a`` (where ``also_a`` holds too) and ``b`` (``also_b``)."""
+        if also_a or also_b:
+            return self._exclusive_now(a, b, also_a, also_b)
+        found = self._exclusive.get((a, b))
+        if found is None:
+            found = self._exclusive[a, b] = self._exclusive_now(a, b, (), ())
+        return found
+
+    def _exclusive_now(
+        self, a: cst.CSTNode, b: cst.CSTNode, also_a: Iterable[Fact], also_b: Iterable[Fact]
+    ) -> bool:
         if self.in_exclusive_arms(a, b) or self._opposite_tests(a, b):
             return True
         return self.contradict(
@@ -345,6 +366,12 @@ class PathFacts:
         function (``return``/``raise``) before reaching ``b``. Across functions the call order
         is not known, so the answer is yes unless they are exclusive.
         """
+        found = self._may_precede.get((a, b))
+        if found is None:
+            found = self._may_precede[a, b] = self._may_precede_now(a, b)
+        return found
+
+    def _may_precede_now(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         if a is b or self.exclusive(a, b):
             return False
         if self._index.enclosing_function(a) is not self._index.enclosing_function(b):

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from linter._rule import ModuleContext
-from linter.model.steps._device_syncs import follows_device_sync
+from linter.model.steps._device_syncs import DeviceSyncs
 from linter.model.syntax._dotted_names import ImportAliases
 from linter.model.syntax._module_index import module_index
 
@@ -22,7 +22,7 @@ def _verdict(source: str) -> bool:
         for c in index.nodes(cst.Call)
         if isinstance(c.func, cst.Attribute) and c.func.attr.value == "get_scale"
     ]
-    return follows_device_sync(index, aliases, read)
+    return DeviceSyncs(index, aliases).follows(read)
 
 
 @pytest.mark.parametrize(
