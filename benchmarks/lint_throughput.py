@@ -6,11 +6,8 @@ their command-line tools on the same files with the same number of worker proces
 the table gives wall time, files/s and the ratio. A second table times one ~700-line file end to
 end, process start included: what a pre-commit hook costs per commit.
 
-Two more checks, ours alone:
+One more check, ours alone (the cost per finding is `findings_scaling.py`'s):
 
-- Cost per finding: one generated file with 2,500 and with 20,000 ``get_scale()`` findings;
-  seconds per 1,000 findings at each size and their ratio, which stays under 1.5 when the cost
-  grows linearly (it was quadratic: 24 s for 20,000).
 - The result cache, cold against warm, on real library code: the seven wheels of transformers,
   accelerate, diffusers, timm, peft, trl and pytorch-lightning, unpacked. ``--fetch-wheels``
   downloads them once (``pip download --no-deps``) into ``benchmarks/.wheels`` (git-ignored);
@@ -45,10 +42,6 @@ SMOKE_MAX_BYTES = 8_000
 SINGLE_FILE = Path("amp", "grad_scaler.py")
 #: How the benchmarks run amp-lint's command.
 LINTER = (sys.executable, "-m", "linter", "--exit-zero", "--quiet")
-#: Findings in the one-file complexity check (the smoke run uses a twentieth).
-FINDING_COUNTS = (2_500, 20_000)
-#: The cost per finding may grow this much from the small file to the large one.
-LINEAR_LIMIT = 1.5
 #: The library wheels of the cache check (pip names).
 WHEELS = (
     "transformers",
@@ -125,36 +118,6 @@ def median_seconds(action: Callable[[], object], repeat: int) -> float:
 def row(name: str, files: int, seconds: float, baseline: float | None) -> str:
     ratio = f"{baseline / seconds:8.1f}x" if baseline else " " * 9
     return f"{name:<34} {files:>6} {seconds:>9.2f} {files / seconds:>9.1f} {ratio}"
-
-
-def many_findings(count: int) -> str:
-    """One module with ``count`` per-step ``get_scale()`` reads in one loop body."""
-    head = "import torch\n\nscaler = torch.amp.GradScaler('cuda')\nfor batch in loader:\n"
-    return head + "    scaler.update()\n" + "    print(scaler.get_scale())\n" * count
-
-
-def cost_per_finding(counts: Sequence[int]) -> None:
-    """Seconds per 1,000 findings at each size; their ratio shows whether cost is linear."""
-    print("\none file, many findings (API, one process, no cache):")
-    folder = Path(tempfile.mkdtemp(prefix="lint-findings-"))
-    per_thousand = []
-    for count in counts:
-        path = folder / f"findings_{count}.py"
-        path.write_text(many_findings(count))
-        start = time.perf_counter()
-        found = len(lint_paths([str(path)], jobs=1, select=["AMP001"]).diagnostics)
-        seconds = time.perf_counter() - start
-        per_thousand.append(seconds / count * 1000)
-        print(
-            f"  {found:>6} findings: {seconds:7.2f} s, {per_thousand[-1]:.3f} s per 1,000 findings"
-        )
-    ratio = per_thousand[-1] / per_thousand[0]
-    verdict = "linear" if ratio < LINEAR_LIMIT else "NOT LINEAR"
-    print(
-        f"  s per 1,000 findings at {counts[-1]:,} / at {counts[0]:,}: {ratio:.2f} "
-        f"({verdict}; the limit is {LINEAR_LIMIT})"
-    )
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def fetch_wheels(home: Path) -> Path:
@@ -281,7 +244,6 @@ def main() -> int:
         print(f"  TorchFix : median {statistics.median(theirs):.3f} s over {repeat} runs")
     shutil.rmtree(cwd, ignore_errors=True)
 
-    cost_per_finding([count // 20 for count in FINDING_COUNTS] if args.smoke else FINDING_COUNTS)
     corpus = wheels_corpus(args.wheels)
     if corpus is None:
         print(

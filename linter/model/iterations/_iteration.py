@@ -119,6 +119,9 @@ class TrainingIterations:
         self.events: list[Event] = [e for call in index.nodes(cst.Call) for e in self._event(call)]
         self._by_call = {event.call: event for event in self.events}
         self._scopes: dict[cst.CSTNode, None] = {}
+        #: `_loops_over_a_collection`'s answers, per loop and number of events known (grafting
+        #: adds events): asked for every event a loop holds.
+        self._collection_loops: dict[tuple[cst.For, int], bool] = {}
         #: Events of called functions that run in those functions' own loops (no iteration here).
         self._own_loops: list[Event] = []
         self._functions = self._functions_by_name()
@@ -307,9 +310,16 @@ class TrainingIterations:
         in enumerate(zip(losses, optimizers)):`` — once per element, not per step."""
         if not isinstance(loop, cst.For):
             return False
+        key = loop, len(self.events)
+        found = self._collection_loops.get(key)
+        if found is None:
+            found = self._collection_loops[key] = self._loops_over_collection_now(loop)
+        return found
+
+    def _loops_over_collection_now(self, loop: cst.For) -> bool:
         targets = {dotted_name(n) for n in _names(loop.target)}
         for event in self.events:
-            if loop in set(self._index.ancestors(event.call)) and (
+            if any(ancestor is loop for ancestor in self._index.ancestors(event.call)) and (
                 {event.scaler, event.optimizer} & targets
                 or any(f"{t}." in (event.optimizer or "") for t in targets if t)
             ):

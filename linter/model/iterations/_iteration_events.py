@@ -87,12 +87,13 @@ class Iteration:
     events: tuple[Event, ...]
     _facts: PathFacts = field(repr=False, compare=False)
     _index: ModuleIndex = field(repr=False, compare=False)
-    #: `may_precede`'s and `between`'s answers: the rules ask them for every pair of some
-    #: events' kinds.
-    _may_precede: dict[tuple[Event, Event], bool] = field(
+    #: `may_precede`'s and `between`'s answers, by the events' identities (each entry holds
+    #: its events, so that no identity is reused while it is kept): the rules ask them for
+    #: every pair of some events' kinds.
+    _may_precede: dict[tuple[int, int], tuple[Event, Event, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    _between: dict[tuple[Event, Event, tuple[Kind, ...]], list[Event]] = field(
+    _between: dict[tuple[int, int, tuple[Kind, ...]], tuple[Event, Event, list[Event]]] = field(
         default_factory=dict, repr=False, compare=False
     )
 
@@ -104,10 +105,11 @@ class Iteration:
         """Some execution of this one iteration runs ``a`` and later ``b``: in source order, or
         round a loop nested in the iteration (a micro-batch loop) — not round the iteration's
         own loop, which starts the next iteration."""
-        found = self._may_precede.get((a, b))
+        key = id(a), id(b)
+        found = self._may_precede.get(key)
         if found is None:
-            found = self._may_precede[a, b] = self._may_precede_now(a, b)
-        return found
+            found = self._may_precede[key] = a, b, self._may_precede_now(a, b)
+        return found[2]
 
     def _may_precede_now(self, a: Event, b: Event) -> bool:
         if a.site is b.site:
@@ -132,11 +134,11 @@ class Iteration:
 
     def between(self, first: Event, last: Event, *kinds: Kind) -> list[Event]:
         """Events of ``kinds`` that may run after ``first`` and before ``last``."""
-        key = first, last, kinds
+        key = id(first), id(last), kinds
         found = self._between.get(key)
         if found is None:
-            found = self._between[key] = self._between_now(first, last, kinds)
-        return list(found)
+            found = self._between[key] = first, last, self._between_now(first, last, kinds)
+        return list(found[2])
 
     def _between_now(self, first: Event, last: Event, kinds: tuple[Kind, ...]) -> list[Event]:
         return [

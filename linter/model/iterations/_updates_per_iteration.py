@@ -15,7 +15,7 @@ scaler passed in (it may be a wrapper whose ``step()`` updates too) are none of 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -123,7 +123,7 @@ def repeated_updates(model: TrainingIterations, index: ModuleIndex) -> Iterator[
     """Updates that may run more than once per iteration of their scaler."""
     for iteration in model.iterations:
         updates = iteration.of(Kind.UPDATE)
-        steps = iteration.of(Kind.SCALER_STEP)
+        steps = _ScalerSteps(model, iteration)
         for position, later in enumerate(updates):
             if is_disabled(index, later.scaler):
                 continue
@@ -134,7 +134,7 @@ def repeated_updates(model: TrainingIterations, index: ModuleIndex) -> Iterator[
                     not variables_read(loop.target) & variables_read(later.call.func)
                     and not (later.scaler is not None and later.scaler in assigned_in(index, loop))
                     and not _guarded_within(index, later, loop)
-                    and any(_inside(index, step.site, loop) for step in steps)
+                    and steps.any_inside(index, loop)
                 ):
                     yield RepeatedUpdate(later, None, loop)
                     break
@@ -149,8 +149,7 @@ def repeated_updates(model: TrainingIterations, index: ModuleIndex) -> Iterator[
                         and iteration.may_precede(first, later)
                         and not iteration.exclusive(first, later)
                         and not _leaves_before(model, index, first, later)
-                        and iteration.between(first, later, Kind.SCALER_STEP)
-                        and not _steps_again(model, iteration, first, later)
+                        and steps.between_a_new_one(first, later)
                     ),
                     None,
                 )
@@ -158,19 +157,67 @@ def repeated_updates(model: TrainingIterations, index: ModuleIndex) -> Iterator[
                     yield RepeatedUpdate(later, earlier)
 
 
-def _steps_again(
-    model: TrainingIterations, iteration: Iteration, first: Event, later: Event
-) -> bool:
-    """Every scaler step between two updates steps an optimizer that was stepped before the
-    first: a second optimizer step, so a second iteration (a test or a once-run function that
-    calls a one-step helper twice), not two updates in one."""
-    before = {
-        model.optimizer_as_passed(step)
-        for step in iteration.of(Kind.SCALER_STEP)
-        if iteration.may_precede(step, first)
-    }
-    between = iteration.between(first, later, Kind.SCALER_STEP)
-    return None not in before and all(model.optimizer_as_passed(s) in before for s in between)
+class _ScalerSteps:
+    """The scaler steps of one iteration, as bits of an integer per question, so that asking
+    about every pair of its updates costs a few integer operations a pair: the steps that may
+    run after an update, before one, and those that step an optimizer stepped before one."""
+
+    def __init__(self, model: TrainingIterations, iteration: Iteration) -> None:
+        self._model = model
+        self._iteration = iteration
+        self._steps = iteration.of(Kind.SCALER_STEP)
+        self._after: dict[int, int] = {}
+        self._before: dict[int, int] = {}
+        self._stepped_again: dict[int, int | None] = {}
+
+    def any_inside(self, index: ModuleIndex, loop: cst.For) -> bool:
+        return any(_inside(index, step.site, loop) for step in self._steps)
+
+    def between_a_new_one(self, first: Event, later: Event) -> bool:
+        """Some scaler step may run between the two updates, and one of those may step an
+        optimizer not stepped before ``first``. When every step between them steps an
+        optimizer stepped before the first, they are two iterations (a test or a once-run
+        function that calls a one-step helper twice), not two updates in one."""
+        between = self._after_of(first) & self._before_of(later)
+        if not between:
+            return False
+        again = self._again_of(first)
+        return again is None or bool(between & ~again)
+
+    def _after_of(self, event: Event) -> int:
+        found = self._after.get(id(event))
+        if found is None:
+            may_precede = self._iteration.may_precede
+            found = self._after[id(event)] = _bits(
+                step is not event and may_precede(event, step) for step in self._steps
+            )
+        return found
+
+    def _before_of(self, event: Event) -> int:
+        found = self._before.get(id(event))
+        if found is None:
+            may_precede = self._iteration.may_precede
+            found = self._before[id(event)] = _bits(
+                step is not event and may_precede(step, event) for step in self._steps
+            )
+        return found
+
+    def _again_of(self, first: Event) -> int | None:
+        """The steps of an optimizer some step before ``first`` steps; None when a step
+        before it steps an optimizer not known."""
+        if id(first) not in self._stepped_again:
+            passed = self._model.optimizer_as_passed
+            before = self._before_of(first)
+            stepped = {passed(step) for at, step in enumerate(self._steps) if before >> at & 1}
+            self._stepped_again[id(first)] = (
+                None if None in stepped else _bits(passed(step) in stepped for step in self._steps)
+            )
+        return self._stepped_again[id(first)]
+
+
+def _bits(flags: Iterable[bool]) -> int:
+    """An integer whose bit ``i`` is set where the ``i``-th flag is true."""
+    return sum(1 << at for at, flag in enumerate(flags) if flag)
 
 
 def _guarded_within(index: ModuleIndex, event: Event, loop: cst.For) -> bool:
