@@ -91,6 +91,8 @@ class ResultCache:
             # One key for both copies made each copy's entry name the other's summaries: a
             # miss for one of them in every run (25 files of 96 repositories, 3 s of a warm run).
             parts.append(os.path.abspath(job.path))
+            # Another file's location is named from the current folder (`ProjectIndex.locate`).
+            parts.append(os.getcwd())
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def load(

@@ -25,8 +25,9 @@ class RelatedLocation:
     message: str
     #: The notebook cell holding the site (``0``: not a notebook).
     cell: int = 0
-    #: The file holding the site, relative to the project root, when it is another file
-    #: (``""``: the diagnostic's own file).
+    #: The file holding the site when it is another file (``""``: the diagnostic's own file),
+    #: as the command line names files: relative to the current folder when under it, else
+    #: absolute.
     path: str = ""
 
 

@@ -787,7 +787,10 @@ def _to_diagnostic(context: ModuleContext, rule: Rule, finding: Finding) -> Diag
         if foreign is not None:
             # A site in another file (a function grafted from it): named in the message too,
             # since the text format prints one line per finding.
-            related.append(RelatedLocation(foreign[1], foreign[2], what, path=foreign[0]))
+            # The message names the file as the project does (the same from any folder); the
+            # location, as the command line names files, for tools to open.
+            shown = context.project.locate(foreign[0]) if context.project else foreign[0]
+            related.append(RelatedLocation(foreign[1], foreign[2], what, path=shown))
             if f"{foreign[0]}:" not in message:
                 message = f"{message} (see {foreign[0]}:{foreign[1]}:{foreign[2]})"
         elif node is not finding.node:

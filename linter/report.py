@@ -286,7 +286,7 @@ def _sarif_result(d: Diagnostic, rule_index: int | None) -> dict[str, Any]:
                 "id": number,
                 "message": {"text": related.message},
                 "physicalLocation": {
-                    **_artifact(d.path),
+                    **_artifact(related.path or d.path),
                     "region": {"startLine": related.line, "startColumn": related.column},
                 },
             }

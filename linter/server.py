@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 from linter._buffer_edits import line_edits, noqa_code_at, noqa_edit, split_lines
@@ -241,13 +241,17 @@ class AmpLintServer(LanguageServer):
     def to_lsp(
         self, diagnostic: Diagnostic, uri: str, lines: Sequence[str], cells: dict[int, str]
     ) -> types.Diagnostic:
-        """The protocol's diagnostic; related sites in a notebook point at their own cell."""
+        """The protocol's diagnostic; related sites in a notebook point at their own cell, those in
+        another file at that file."""
         end = (diagnostic.end_line, diagnostic.end_column)
         if end < (diagnostic.line, diagnostic.column):
             end = (diagnostic.line, diagnostic.column)
         related = []
         for site in diagnostic.related:
-            site_uri = cells.get(site.cell, uri)
+            if site.path:  # another file of the project (named from this process's folder)
+                site_uri = from_fs_path(os.path.abspath(site.path)) or uri
+            else:
+                site_uri = cells.get(site.cell, uri)
             site_lines = lines if site_uri == uri else self.lines_of(site_uri)
             where = self.to_range(site_lines, site.line, site.column, site.line, site.column)
             related.append(

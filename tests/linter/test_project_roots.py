@@ -41,8 +41,8 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 120
 
 #: One finding, as the same for every way of linting: the file (relative to the project), line,
-#: column, code, message, and the related locations (file relative to the project root, or ""
-#: for the finding's own, line, column).
+#: column, code, message, and the related locations (file relative to the project, or "" for
+#: the finding's own, line, column).
 Finding = tuple[str, int, int, str, str, frozenset[tuple[str, int, int]]]
 
 
@@ -98,8 +98,12 @@ def as_findings(rows: list[dict[str, object]], cwd: Path | str, root: Path) -> s
                 location["column"],
                 str(row["code"]),
                 str(row["message"]),
-                # Another file is named relative to the project's root, whatever the run.
-                frozenset((str(r.get("filename", "")), *r["location"].values()) for r in related),
+                # Another file is named as the command line names files (from ``cwd``): a tool
+                # opens it from there; relative to the project it is the same whatever the run.
+                frozenset(
+                    (relative(r["filename"]) if "filename" in r else "", *r["location"].values())
+                    for r in related
+                ),
             )
         )
     return found

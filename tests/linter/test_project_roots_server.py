@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from pygls.uris import to_fs_path
 from test_project_roots import FILES, FIXTURES, PROJECTS, in_process, unmarked_place
 from test_server import SERVER, RecordingClient, open_buffer, start
 
@@ -41,13 +42,32 @@ async def test_an_opened_file_gets_the_findings_of_its_project(
     root = place / project
     path = root / relative
     wanted = {
-        (line, column, code, message)
-        for name, line, column, code, message, _related in in_process(root, ".", root)
+        (line, column, code, message, related)
+        for name, line, column, code, message, related in in_process(root, ".", root)
         if name == relative
     }
     diagnostics = await open_buffer(client, path, path.read_text(encoding="utf-8"), write=False)
+
+    def site(uri: str) -> str:
+        """A related site's file as `in_process` names it: "" for the buffer's own."""
+        return "" if uri == path.as_uri() else Path(to_fs_path(uri)).relative_to(root).as_posix()
+
     found = {
-        (d.range.start.line + 1, d.range.start.character + 1, str(d.code), d.message)
+        (
+            d.range.start.line + 1,
+            d.range.start.character + 1,
+            str(d.code),
+            d.message,
+            # A site in another file of the project points at that file.
+            frozenset(
+                (
+                    site(r.location.uri),
+                    r.location.range.start.line + 1,
+                    r.location.range.start.character + 1,
+                )
+                for r in d.related_information or []
+            ),
+        )
         for d in diagnostics
     }
-    assert found == wanted, json.dumps(sorted(map(list, found ^ wanted)), indent=1)
+    assert found == wanted, json.dumps(sorted(map(repr, found ^ wanted)), indent=1)

@@ -10,6 +10,7 @@ import pytest
 from lint_dummies import DUMMY_RULES
 
 from linter import lint_paths
+from linter._diagnostic import Diagnostic, RelatedLocation
 from linter.api import LintResult
 from linter.report import (
     format_error,
@@ -119,6 +120,17 @@ def test_sarif_has_what_github_code_scanning_reads(result: LintResult) -> None:
     assert related["id"] == 1
     assert related["message"] == {"text": "first argument"}
     assert related["physicalLocation"]["region"] == {"startLine": 4, "startColumn": 9}
+
+
+def test_sarif_names_a_related_site_in_another_file_by_that_file() -> None:
+    related = RelatedLocation(12, 5, "saved here", path="src/utils/ckpt.py")
+    diagnostic = Diagnostic("src/train.py", 3, 1, "TST001", "resume", related=(related,))
+    log = json.loads(format_sarif(LintResult((diagnostic,), (), 1, 1), DUMMY_RULES))
+    (site,) = log["runs"][0]["results"][0]["relatedLocations"]
+    assert site["physicalLocation"]["artifactLocation"] == {
+        "uri": "src/utils/ckpt.py",
+        "uriBaseId": "%SRCROOT%",
+    }
 
 
 def test_sarif_reports_failed_files_as_notifications(result: LintResult) -> None:

@@ -114,6 +114,20 @@ class ProjectIndex:
             return path
         return path if relative.startswith("..") else relative.replace(os.sep, "/")
 
+    def locate(self, shown: str) -> str:
+        """The file ``display`` named ``shown``, as the command line names files: relative to
+        the current folder when under it, else absolute. The project's root is found from
+        evidence and may not be the folder the run stands in, so a tool reading a report's
+        locations needs this form to open the file."""
+        absolute = os.path.normpath(os.path.join(self.files.root, shown))
+        try:
+            relative = os.path.relpath(absolute, os.getcwd())
+        except ValueError:  # another drive on Windows
+            return absolute
+        if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+            return absolute
+        return relative.replace(os.sep, "/")
+
     def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | Found | None:
         """What ``dotted`` names in module ``path``: a `FunctionRef`, ``("class", path, name)``,
         ``("module", path)``, or None when it is not the project's."""
