@@ -35,6 +35,9 @@ class CallGraph(ProjectIndex):
 
     #: Callee name -> every call record of that name, with its module's path.
     _callers: dict[str, list[tuple[str, CallRecord]]] | None = None
+    #: Function -> its call sites (`callers`): asked again for each parameter a value comes
+    #: through, and each question resolves every call of that name in the project.
+    _callers_of: dict[FunctionRef, list[tuple[str, CallRecord]]] | None = None
     #: Method name -> the project's methods of that name.
     _methods: dict[str, list[FunctionRef]] | None = None
     #: path -> the modules its imports connect it to, both ways.
@@ -191,17 +194,22 @@ class CallGraph(ProjectIndex):
         name = target.qualname.rpartition(".")[2]
         # The answer depends on every call of that name anywhere: a new caller changes it.
         self.used.add(f"callers:{name}")
-        candidates = self._callers.get(name, [])
-        if name == "__init__":
-            owner = target.qualname.partition(".")[0]
-            candidates = candidates + self._callers.get(owner, [])
-        used = set(self.used)
-        sites = [
-            (path, record)
-            for path, record in candidates
-            if target in self.call_targets(path, record)
-        ]
-        self.used = used | {path for path, _ in sites}
+        if self._callers_of is None:
+            self._callers_of = {}
+        sites = self._callers_of.get(target)
+        if sites is None:
+            candidates = self._callers.get(name, [])
+            if name == "__init__":
+                owner = target.qualname.partition(".")[0]
+                candidates = candidates + self._callers.get(owner, [])
+            used = set(self.used)
+            sites = self._callers_of[target] = [
+                (path, record)
+                for path, record in candidates
+                if target in self.call_targets(path, record)
+            ]
+            self.used = used
+        self.used |= {path for path, _ in sites}
         return sites
 
     def per_step_reason(self, context: ModuleContext, function: cst.FunctionDef) -> str | None:
