@@ -185,20 +185,21 @@ class _ScalerSteps:
         return again is None or bool(between & ~again)
 
     def _after_of(self, event: Event) -> int:
-        found = self._after.get(id(event))
-        if found is None:
-            may_precede = self._iteration.may_precede
-            found = self._after[id(event)] = _bits(
-                step is not event and may_precede(event, step) for step in self._steps
-            )
-        return found
+        """The steps that may run after ``event``."""
+        return self._steps_where(self._after, event, after=True)
 
     def _before_of(self, event: Event) -> int:
-        found = self._before.get(id(event))
+        """The steps that may run before ``event``."""
+        return self._steps_where(self._before, event, after=False)
+
+    def _steps_where(self, kept: dict[int, int], event: Event, *, after: bool) -> int:
+        found = kept.get(id(event))
         if found is None:
             may_precede = self._iteration.may_precede
-            found = self._before[id(event)] = _bits(
-                step is not event and may_precede(step, event) for step in self._steps
+            found = kept[id(event)] = _bits(
+                step is not event
+                and (may_precede(event, step) if after else may_precede(step, event))
+                for step in self._steps
             )
         return found
 
