@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import libcst as cst
 
 from linter._fix import UNSAFE, NodeFix
 from linter._fix_edits import with_dict_entry
 from linter._rule import Example, Finding, ModuleContext, Rule
-from linter.model.iterations import Kind, of_module
+from linter.model.iterations import Kind, TrainingIterations, of_module
 from linter.model.syntax import ModuleIndex, dotted_name, last_part, module_index
 from linter.model.values import (
     CheckpointWrite,
@@ -51,7 +51,10 @@ class ScalerStateNotCheckpointed(Rule):
 
     A save helper in another module (`utils.save_checkpoint(model, optimizer, epoch)` called
     from the trainer that owns the scaler) is reported at the call in the trainer, with the
-    helper's `torch.save` as a related location, once amp-lint reads the whole project. A
+    helper's `torch.save` as a related location, once amp-lint reads the whole project. So is
+    a helper of the same module (a function, or a method called as `self._save(...)`) that the
+    function holding the scaler calls without handing it the scaler: the save runs there, and
+    there the scaler is in reach. A
     scaler wrapper object of another module's class that the trainer builds and calls
     (`loss_scaler = NativeScaler()`, then `loss_scaler(loss, optimizer, ...)`, whose
     `__call__` scales and steps) makes the trainer's file one that trains through a GradScaler:
@@ -394,7 +397,11 @@ save_checkpoint(
 
         for write in writes:
             if owners is not None and home(write.call) not in owners:
-                continue  # the scaler lives in one call of another function: nothing to keep
+                # The scaler lives in one call of another function: nothing to keep, unless
+                # that function calls this one to save (a helper of this module, handed the
+                # model and optimizer): the save runs there, so it is judged at that call.
+                yield from _helper_calls(context, write, owners, iterations, trainer)
+                continue
             site = context.foreign.get(write.call)
             if site is not None and _hands_a_scaler(site.via, receivers):
                 continue  # `save_checkpoint(..., scaler=scaler)`: the helper is given it
@@ -428,6 +435,31 @@ save_checkpoint(
 
 #: How a finding names the scaler it is about.
 _TRAINER = "the GradScaler this file trains through"
+
+
+def _helper_calls(
+    context: ModuleContext,
+    write: CheckpointWrite,
+    owners: set[cst.CSTNode],
+    iterations: TrainingIterations,
+    trainer: tuple[cst.CSTNode, str],
+) -> Iterator[Finding]:
+    """The calls, in the functions that hold the scaler, of this module's function that makes
+    ``write`` (``save_checkpoint(path, epoch, model, optimizer)``), when they do not hand it a
+    scaler: where the scaler is in reach, and where it must be passed."""
+    helper = module_index(context).enclosing_function(write.call)
+    if write.holds_scaler or write.call in context.foreign or helper is None:
+        return
+    for call in iterations.calls_of(helper, owners):
+        if not _hands_a_scaler(call, iterations.receivers):
+            yield Finding(
+                call,
+                f"`{helper.name.value}()` saves a resume checkpoint with the model's and the "
+                "optimizer's state but not the GradScaler's, which lives here: a resumed run "
+                "restarts from the initial scale and overflows until it backs off again; pass "
+                f"it the scaler and add {write.remedy}",
+                related=((write.call, "the save"), trainer),
+            )
 
 
 def _helpers(

@@ -459,6 +459,18 @@ class TrainingIterations:
         module-level ``f(...)`` or ``self.f(...)`` of the caller's class), or None."""
         return self._callee(call)
 
+    def calls_of(self, function: cst.FunctionDef, within: set[cst.CSTNode]) -> list[cst.Call]:
+        """The calls of ``function`` (of this module: a module-level function, or a method
+        called through ``self``) written in the functions ``within``."""
+        name = function.name.value
+        return [
+            call
+            for call in self._index.nodes(cst.Call)
+            if last_part(dotted_name(call.func) or "") == name
+            and self._index.enclosing_function(call) in within
+            and self._callee(call) is function
+        ]
+
     def iteration_of(self, node: cst.CSTNode) -> Iteration | None:
         """The innermost iteration where the call ``node`` is written (not brought by a call)."""
         found = [

@@ -247,3 +247,71 @@ def test_a_checkpoint_passed_as_torch_saves_obj_keyword_is_read_like_the_first_a
     kept = state.replace("}", ', "scaler": scaler.state_dict()}')
     assert lines(f'{scaler}torch.save(obj={kept}, f="last.pt")\n') == []
     assert "scaler.state_dict()" in fixed(f'{scaler}torch.save(obj={state}, f="last.pt")\n')
+
+
+HELPER_SAVES = """\
+def {helper}(path, epoch, net, opt{extra}):
+    state = {{"epoch": epoch, "model": net.state_dict(), "optimizer": opt.state_dict()}}
+    torch.save(state, path)
+
+
+def train(model, loader, optimizer, epochs):
+    scaler = torch.amp.GradScaler("cuda")
+    for epoch in range(epochs):
+        for batch in loader:
+            scaler.scale(model(batch)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        {helper}("last.pt", epoch, model, optimizer{passed})
+"""
+
+
+def test_a_save_helper_of_this_module_is_judged_at_the_call_where_the_scaler_lives() -> None:
+    # Class 7 of issue 42: the scaler is confined to `train`, which saves through a helper of
+    # its own module; whatever the helper's name, the call in `train` is where it is missing.
+    for helper in ("save_checkpoint", "dump_state"):
+        source = HELPER_SAVES.format(helper=helper, extra="", passed="")
+        ((line, _col, message),) = run_rule(ScalerStateNotCheckpointed, source)
+        assert line == 13
+        assert message.startswith(f"`{helper}()` saves a resume checkpoint")
+        assert "pass it the scaler" in message
+    source = HELPER_SAVES.format(helper="save_checkpoint", extra="", passed="")
+    assert run_rule_related(ScalerStateNotCheckpointed, source) == [
+        (13, [(3, "the save"), (7, "the GradScaler this file trains through")])
+    ]
+
+
+def test_a_save_helper_handed_the_scaler_is_judged_inside_the_helper() -> None:
+    kept = HELPER_SAVES.format(helper="save_checkpoint", extra=", scaler", passed=", scaler")
+    assert lines(kept) == [3]  # handed it, and still does not save it
+    saved = kept.replace("opt.state_dict()}}", 'opt.state_dict(), "scaler": scaler.state_dict()}}')
+    saved = saved.replace("opt.state_dict()}", 'opt.state_dict(), "scaler": scaler.state_dict()}')
+    assert lines(saved) == []
+
+
+def test_a_save_helper_called_only_outside_the_scalers_function_is_not_reported() -> None:
+    source = HELPER_SAVES.format(helper="save_checkpoint", extra="", passed="")
+    source = (
+        source.replace('        save_checkpoint("last.pt", epoch, model, optimizer)\n', "")
+        + '\n\ndef export(model, optimizer):\n    save_checkpoint("x.pt", 0, model, optimizer)\n'
+    )
+    assert lines(source) == []
+
+
+def test_a_save_method_called_from_the_method_that_holds_the_scaler_is_reported_there() -> None:
+    source = """\
+    class Trainer:
+        def _save(self, path):
+            torch.save(
+                {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, path
+            )
+
+        def fit(self, loader):
+            scaler = torch.amp.GradScaler("cuda")
+            for batch in loader:
+                scaler.scale(self.model(batch)).backward()
+                scaler.step(self.optimizer)
+                scaler.update()
+            self._save("last.pt")
+    """
+    assert lines(source) == [13]
