@@ -51,10 +51,10 @@ class ScalerStateNotCheckpointed(Rule):
 
     A save helper in another module (`utils.save_checkpoint(model, optimizer, epoch)` called
     from the trainer that owns the scaler) is reported at the call in the trainer, with the
-    helper's `torch.save` as a related location, once amp-lint reads the whole project. So is
-    a helper of the same module (a function, or a method called as `self._save(...)`) that the
-    function holding the scaler calls without handing it the scaler: the save runs there, and
-    there the scaler is in reach. A
+    helper's `torch.save` as a related location, once amp-lint reads the whole project. A
+    helper of the same module (a function, or a method called as `self._save(...)`) that the
+    function holding the scaler calls without handing it the scaler is reported once, at its
+    save, with that call as a related location. A
     scaler wrapper object of another module's class that the trainer builds and calls
     (`loss_scaler = NativeScaler()`, then `loss_scaler(loss, optimizer, ...)`, whose
     `__call__` scales and steps) makes the trainer's file one that trains through a GradScaler:
@@ -444,22 +444,26 @@ def _helper_calls(
     iterations: TrainingIterations,
     trainer: tuple[cst.CSTNode, str],
 ) -> Iterator[Finding]:
-    """The calls, in the functions that hold the scaler, of this module's function that makes
-    ``write`` (``save_checkpoint(path, epoch, model, optimizer)``), when they do not hand it a
-    scaler: where the scaler is in reach, and where it must be passed."""
+    """``write`` in a function of this module (``save_checkpoint(path, epoch, model,
+    optimizer)``, ``self.save_model(...)``) that the functions holding the scaler call without
+    handing it a scaler: one finding at the save, the first such call related."""
     helper = module_index(context).enclosing_function(write.call)
     if write.holds_scaler or write.call in context.foreign or helper is None:
         return
-    for call in iterations.calls_of(helper, owners):
-        if not _hands_a_scaler(call, iterations.receivers):
-            yield Finding(
-                call,
-                f"`{helper.name.value}()` saves a resume checkpoint with the model's and the "
-                "optimizer's state but not the GradScaler's, which lives here: a resumed run "
-                "restarts from the initial scale and overflows until it backs off again; pass "
-                f"it the scaler and add {write.remedy}",
-                related=((write.call, "the save"), trainer),
-            )
+    calls = [
+        call
+        for call in iterations.calls_of(helper, owners)
+        if not _hands_a_scaler(call, iterations.receivers)
+    ]
+    if calls:
+        yield Finding(
+            write.call,
+            "this resume checkpoint saves the model's and the optimizer's state but not the "
+            f"GradScaler's, which lives where `{helper.name.value}()` is called: a resumed run "
+            "restarts from the initial scale and overflows until it backs off again; pass it "
+            f"the scaler and add {write.remedy}",
+            related=((calls[0], "called here, where the scaler lives"), trainer),
+        )
 
 
 def _helpers(

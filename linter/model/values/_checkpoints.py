@@ -11,6 +11,10 @@ What this module reads, per module:
   ``xm.save``, a ``save_checkpoint(state, ...)`` helper: a callee whose name says ``save``) whose
   first argument is a dict literal, a ``dict(...)`` call, or a name bound to one in the same
   function and then filled in (``ckpt["scaler"] = ...``, ``ckpt.update({...})``);
+  a checkpoint written as a folder of files (``torch.save(optimizer.state_dict(),
+  os.path.join(output_dir, "optimizer.pt"))`` in a function that saves the model's weights
+  too, ``save_pretrained`` or a ``state_dict()``) is one, whose scaler entry is a save of the
+  scaler's state in the same function;
   A checkpointer object built with the objects it checkpoints (fvcore's and detectron2's
   ``Checkpointer(model, save_dir, optimizer=optimizer, scheduler=scheduler)``: the model, then
   each keyword an entry of every checkpoint it saves and resumes from) is a write too;
@@ -55,6 +59,10 @@ NOT_A_STATE_SAVER = frozenset(
 CHECKPOINTER_NAME = re.compile(r"^\w*Checkpointer$")
 #: How a finding says to add the scaler's state to a saved dict, and to a checkpointer.
 ADD_AN_ENTRY = '`"scaler": scaler.state_dict()` (and load it on resume)'
+SAVE_BESIDE = (
+    '`torch.save(scaler.state_dict(), ...)` beside it, to a "scaler.pt" of the same folder '
+    "(and load it on resume)"
+)
 REGISTER_IT = (
     "the scaler to the checkpointer (`Checkpointer(..., scaler=scaler)`): it saves and "
     "restores it with the rest"
@@ -63,6 +71,8 @@ REGISTER_IT = (
 OPTIMIZER_KEY = re.compile(r"optim", re.IGNORECASE)
 MODEL_KEY = re.compile(r"model|state_dict|net|weights|params", re.IGNORECASE)
 SCALER_KEY = re.compile(r"scaler|(^|_)amp($|_)", re.IGNORECASE)
+#: Keys and owners of a learning-rate scheduler's state: neither the model's nor the optimizer's.
+SCHEDULER_KEY = re.compile(r"sched", re.IGNORECASE)
 #: Callees that read a checkpoint file: ``torch.load``, ``load_checkpoint``, ``load_file``.
 #: An ``if`` test that picks the TPU/XLA path (``is_torch_tpu_available()``, ``args.use_xla``).
 _XLA_TEST = re.compile(r"tpu|xla", re.IGNORECASE)
@@ -135,7 +145,7 @@ class Checkpoints:
             return None
         found = self._entries(saved.value, call)
         if found is None:
-            return None
+            return self._folder_write(call, saved.value)
         literal, entries = found
         optimizer = next((v for k, v in entries if self._optimizer_state(k, v)), None)
         has_model = any(self._model_state(k, v) for k, v in entries)
@@ -143,6 +153,27 @@ class Checkpoints:
             return None
         holds = any(self._scaler_state(k, v) for k, v in entries)
         return CheckpointWrite(call, literal, optimizer, holds)
+
+    def _folder_write(self, call: cst.Call, saved: cst.BaseExpression) -> CheckpointWrite | None:
+        """A checkpoint saved as a folder of files (``optimizer.pt``, ``scheduler.pt`` beside
+        the model's weights, as the Hugging Face Trainer writes them): the optimizer's state
+        saved on its own, by a function that also saves a model's state (``save_pretrained``,
+        or a saver of a ``state_dict()``); the scaler's is kept if the function saves it too."""
+        function = self._index.enclosing_function(call)
+        if function is None or not self._optimizer_state(None, saved):
+            return None
+        holds_model = holds_scaler = False
+        for other in self._calls(function):
+            name = last_part(dotted_name(other.func) or "")
+            if name == "save_pretrained":
+                holds_model = True
+            elif other is not call and SAVER_NAME.search(name) and other.args:
+                value = other.args[0].value
+                holds_scaler |= self._scaler_state(None, value)
+                holds_model |= self._model_state(None, value)
+        if not holds_model:
+            return None
+        return CheckpointWrite(call, None, saved, holds_scaler, SAVE_BESIDE)
 
     def _checkpointer(self, call: cst.Call) -> CheckpointWrite | None:
         """``Checkpointer(model, save_dir, optimizer=optimizer)``: the model (its first
@@ -245,12 +276,16 @@ class Checkpoints:
         return any(self._is_optimizer(owner) for owner in _state_owners(value))
 
     def _model_state(self, key: str | None, value: cst.BaseExpression) -> bool:
-        if key is not None and (OPTIMIZER_KEY.search(key) or SCALER_KEY.search(key)):
+        if key is not None and (
+            OPTIMIZER_KEY.search(key) or SCALER_KEY.search(key) or SCHEDULER_KEY.search(key)
+        ):
             return False
         if key is not None and MODEL_KEY.search(key):
             return True
         return any(
-            not self._is_optimizer(owner) and not self._receivers.looks_like(_expr(owner))
+            not self._is_optimizer(owner)
+            and not self._receivers.looks_like(_expr(owner))
+            and not SCHEDULER_KEY.search(last_part(owner))
             for owner in _state_owners(value)
         )
 

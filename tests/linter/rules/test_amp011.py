@@ -266,18 +266,26 @@ def train(model, loader, optimizer, epochs):
 """
 
 
-def test_a_save_helper_of_this_module_is_judged_at_the_call_where_the_scaler_lives() -> None:
+def test_a_save_helper_of_this_module_called_where_the_scaler_lives_is_reported() -> None:
     # Class 7 of issue 42: the scaler is confined to `train`, which saves through a helper of
-    # its own module; whatever the helper's name, the call in `train` is where it is missing.
+    # its own module; whatever the helper's name, its save is reported once, the call related.
     for helper in ("save_checkpoint", "dump_state"):
         source = HELPER_SAVES.format(helper=helper, extra="", passed="")
         ((line, _col, message),) = run_rule(ScalerStateNotCheckpointed, source)
-        assert line == 13
-        assert message.startswith(f"`{helper}()` saves a resume checkpoint")
+        assert line == 3
+        assert f"lives where `{helper}()` is called" in message
         assert "pass it the scaler" in message
+        twice = source + f'        {helper}("best.pt", epoch, model, optimizer)\n'
+        assert lines(twice) == [3]
     source = HELPER_SAVES.format(helper="save_checkpoint", extra="", passed="")
     assert run_rule_related(ScalerStateNotCheckpointed, source) == [
-        (13, [(3, "the save"), (7, "the GradScaler this file trains through")])
+        (
+            3,
+            [
+                (13, "called here, where the scaler lives"),
+                (7, "the GradScaler this file trains through"),
+            ],
+        )
     ]
 
 
@@ -298,7 +306,7 @@ def test_a_save_helper_called_only_outside_the_scalers_function_is_not_reported(
     assert lines(source) == []
 
 
-def test_a_save_method_called_from_the_method_that_holds_the_scaler_is_reported_there() -> None:
+def test_a_save_method_called_from_the_method_that_holds_the_scaler_is_reported() -> None:
     source = """\
     class Trainer:
         def _save(self, path):
@@ -314,4 +322,43 @@ def test_a_save_method_called_from_the_method_that_holds_the_scaler_is_reported_
                 scaler.update()
             self._save("last.pt")
     """
-    assert lines(source) == [13]
+    assert lines(source) == [3]
+
+
+FOLDER_CHECKPOINT = """\
+import os
+
+
+def train(model, loader, optimizer, scheduler, output_dir):
+    scaler = torch.amp.GradScaler("cuda")
+    for batch in loader:
+        scaler.scale(model(batch)).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+    model.save_pretrained(output_dir)
+    torch.save(optimizer.state_dict(), os.path.join(output_dir, "optimizer.pt"))
+    torch.save(scheduler.state_dict(), os.path.join(output_dir, "scheduler.pt"))
+"""
+
+
+def test_a_checkpoint_written_as_a_folder_of_files_is_a_resume_checkpoint() -> None:
+    # simpletransformers' save_model: the weights through save_pretrained, then optimizer.pt and
+    # scheduler.pt, as the Hugging Face Trainer writes a checkpoint folder, and no scaler.pt.
+    ((line, _col, message),) = run_rule(ScalerStateNotCheckpointed, FOLDER_CHECKPOINT)
+    assert line == 12
+    assert '"scaler.pt"' in message
+    weights = FOLDER_CHECKPOINT.replace(
+        "model.save_pretrained(output_dir)",
+        'torch.save(model.state_dict(), os.path.join(output_dir, "weights.bin"))',
+    )
+    assert lines(weights) == [12]
+
+
+def test_a_folder_checkpoint_with_the_scalers_file_or_without_the_model_is_not_reported() -> None:
+    kept = FOLDER_CHECKPOINT + (
+        '    torch.save(scaler.state_dict(), os.path.join(output_dir, "scaler.pt"))\n'
+    )
+    assert lines(kept) == []
+    optimizer_only = FOLDER_CHECKPOINT.replace("    model.save_pretrained(output_dir)\n", "")
+    assert lines(optimizer_only) == []
