@@ -35,7 +35,10 @@ class ScalerStateNotCheckpointed(Rule):
       call, or a name built up in the same function (`ckpt = {...}`, `ckpt["epoch"] = epoch`,
       `ckpt.update(...)`) and then saved; a record of the file (a dataclass or `NamedTuple`
       built with keywords, `Snapshot(model_state=..., optimizer_state=...)`) counts as the dict
-      of its fields, saved as it is or through `asdict(...)` / `._asdict()`; a save only a
+      of its fields, saved as it is or through `asdict(...)` / `._asdict()`; a checkpoint
+      written as a folder of files (`torch.save(optimizer.state_dict(), ".../optimizer.pt")`
+      in a function that saves the model's weights too, by `save_pretrained` or a
+      `state_dict()`) is one, kept whole by a save of the scaler's state there; a save only a
       TPU/XLA branch runs (`if using_tpu: xm.save(...)`) is left out;
     - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)` of a
       checkpoint's entry, or of a field of a record built from one) in a file that never
