@@ -254,6 +254,8 @@ class Checkpoints:
             elif isinstance(node, cst.Call) and node is not save and _mentions(node, name):
                 if _record_as_dict(node) == name:
                     continue  # `asdict(ckpt)` reads it
+                if self._saves(node):
+                    continue  # an earlier save of it (a local copy, then the cloud's) reads it
                 if not (
                     isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == name
                 ):
@@ -267,6 +269,12 @@ class Checkpoints:
                     return None
                 entries.extend(more)
         return literal, entries
+
+    def _saves(self, call: cst.Call) -> bool:
+        """``call`` writes its first argument to a file (``torch.save(ckpt, path)``): it reads
+        the mapping, never changes it."""
+        name = last_part(dotted_name(call.func) or "")
+        return bool(SAVER_NAME.search(name)) and name not in NOT_A_STATE_SAVER
 
     def _optimizer_state(self, key: str | None, value: cst.BaseExpression) -> bool:
         if _is_literal(value):

@@ -362,3 +362,18 @@ def test_a_folder_checkpoint_with_the_scalers_file_or_without_the_model_is_not_r
     assert lines(kept) == []
     optimizer_only = FOLDER_CHECKPOINT.replace("    model.save_pretrained(output_dir)\n", "")
     assert lines(optimizer_only) == []
+
+
+def test_a_checkpoint_saved_twice_is_reported_at_each_save() -> None:
+    # LlamaGen: the same dict saved locally, then to the cloud; the first save does not make
+    # what the second writes unknown.
+    source = """\
+    scaler = torch.amp.GradScaler("cuda")
+    checkpoint = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    if not args.no_local_save:
+        torch.save(checkpoint, local_path)
+    torch.save(checkpoint, cloud_path)
+    """
+    assert lines(source) == [4, 5]
+    handed = source.replace("torch.save(checkpoint, local_path)", "upload(checkpoint)")
+    assert lines(handed) == []  # handed to a function that may add anything
