@@ -403,7 +403,7 @@ save_checkpoint(
                 # The scaler lives in one call of another function: nothing to keep, unless
                 # that function calls this one to save (a helper of this module, handed the
                 # model and optimizer): the save runs there, so it is judged at that call.
-                yield from _helper_calls(context, write, owners, iterations, trainer)
+                yield from _helper_save(context, write, owners, iterations, trainer)
                 continue
             site = context.foreign.get(write.call)
             if site is not None and _hands_a_scaler(site.via, receivers):
@@ -440,7 +440,7 @@ save_checkpoint(
 _TRAINER = "the GradScaler this file trains through"
 
 
-def _helper_calls(
+def _helper_save(
     context: ModuleContext,
     write: CheckpointWrite,
     owners: set[cst.CSTNode],

@@ -108,11 +108,7 @@ class ProjectIndex:
 
     def display(self, path: str) -> str:
         """``path`` relative to the project root, as findings name other files."""
-        try:
-            relative = os.path.relpath(path, self.files.root)
-        except ValueError:  # another drive on Windows
-            return path
-        return path if relative.startswith("..") else relative.replace(os.sep, "/")
+        return _relative_under(path, self.files.root) or path
 
     def locate(self, shown: str) -> str:
         """The file ``display`` named ``shown``, as the command line names files: relative to
@@ -120,13 +116,7 @@ class ProjectIndex:
         evidence and may not be the folder the run stands in, so a tool reading a report's
         locations needs this form to open the file."""
         absolute = os.path.normpath(os.path.join(self.files.root, shown))
-        try:
-            relative = os.path.relpath(absolute, os.getcwd())
-        except ValueError:  # another drive on Windows
-            return absolute
-        if relative == os.pardir or relative.startswith(os.pardir + os.sep):
-            return absolute
-        return relative.replace(os.sep, "/")
+        return _relative_under(absolute, os.getcwd()) or absolute
 
     def resolve(self, path: str, dotted: str, depth: int = 0) -> FunctionRef | Found | None:
         """What ``dotted`` names in module ``path``: a `FunctionRef`, ``("class", path, name)``,
@@ -368,3 +358,15 @@ def _file_digest(path: str) -> str:
             return hashlib.sha256(stream.read()).hexdigest()[:32]
     except OSError:
         return "missing"
+
+
+def _relative_under(path: str, folder: str) -> str | None:
+    """``path`` relative to ``folder``, with ``/`` separators; None when it is not under it
+    (or on another drive, on Windows)."""
+    try:
+        relative = os.path.relpath(path, folder)
+    except ValueError:
+        return None
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return None
+    return relative.replace(os.sep, "/")

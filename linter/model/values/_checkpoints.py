@@ -134,10 +134,7 @@ class Checkpoints:
         return [node for node in descendants(root) if isinstance(node, cst.Call)]
 
     def _write(self, call: cst.Call) -> CheckpointWrite | None:
-        name = dotted_name(call.func)
-        if name is None or not SAVER_NAME.search(last_part(name)):
-            return None
-        if last_part(name) in NOT_A_STATE_SAVER or not call.args:
+        if not self._saves(call) or not call.args:
             return None
         # `torch.save(obj=..., f=...)` names what `torch.save(state, path)` passes first.
         saved = next((a for a in call.args if a.keyword is None or a.keyword.value == "obj"), None)
