@@ -9,7 +9,7 @@ import libcst as cst
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model.iterations import Kind, of_module
 from linter.model.steps import Bf16OnlySteps, Hold, is_epoch_loop, lr_schedulers
-from linter.model.syntax import dotted_name, module_index
+from linter.model.syntax import ModuleIndex, dotted_name, module_index
 from linter.model.values import may_name_a_scaler
 
 
@@ -21,19 +21,27 @@ class SchedulerStepsOnSkippedStep(Rule):
     `get_*_schedule_with_warmup`, any scheduler-named object, called with no arguments) that runs
     once per training iteration in the same iteration as `scaler.step(optimizer)` — in the batch
     loop, in a `train_step`/`optimizer_step` function, or in the loop that calls the function
-    that steps the scaler — with nothing that holds it back when that step was skipped.
+    that steps the scaler — with nothing that holds it back when that step was skipped. So
+    does a scheduler fed a count that advances on every iteration (`scheduler.step(
+    self.stats.steps)` beside `self.stats.steps += 1`, `scheduler.step(i)` in `for i, batch in
+    enumerate(loader)`), and one stepped in a loop of the iteration that repeats it (`for _ in
+    range(accum): scheduler.step()`). A test that guards the scaler's step as well
+    (`if (i + 1) % multiplier == 0:` around both) runs the scheduler with that step, skipped or
+    not, whatever it is named.
 
     Not reported:
 
     - a step held back by a skip check: `if scale_before <= scaler.get_scale():`,
       `if not scaler.step_skipped():`, a flag bound from one (`optimizer_was_run`), from
       `scaler.step()`'s result or named for it (`skipped`, `found_inf`), an early `continue`
-      under such a test, a non-finite check;
+      under such a test, a non-finite check after the backward (one on the loss before it,
+      `if not torch.isfinite(loss): raise`, does not see the scaled gradients overflow);
     - a scheduler stepped once per epoch (after the batch loop, or in an epoch loop), or with
-      an argument (`step(val_loss)`, `step(epoch)`);
+      an argument that is no per-iteration count (`step(val_loss)`, `step(epoch)`);
     - schedulers that hold themselves back or belong to a framework: ampscale's
-      `SkipAwareScheduler`, one returned by `accelerator.prepare` or `deepspeed.initialize`,
-      Lightning's and Hugging Face Trainer's own;
+      `SkipAwareScheduler`, one returned by `accelerator.prepare` or `deepspeed.initialize`
+      (in the function that binds it: another function's `scheduler` parameter is another
+      variable), Lightning's and Hugging Face Trainer's own;
     - a step under a test the linter cannot read (a periodic guard, an unknown condition), or
       in an arm that never runs the scaler's step (the plain `else:` of `if use_amp:`);
     - a scaler that is on, or stepped, only under a bf16 switch (`if use_bf16:`,
@@ -99,7 +107,7 @@ class SchedulerStepsOnSkippedStep(Rule):
     code = "AMP015"
     name = "scheduler-steps-on-skipped-step"
     summary = "an LR scheduler steps every iteration, also when scaler.step() skipped the step"
-    triggers = (".step()",)
+    triggers = (".step(",)
     default_enabled = False
     valid = (
         Example(
@@ -272,25 +280,39 @@ for batch in loader:
             for iteration in model.iterations
             if iteration.of(Kind.SCALER_STEP)
         }
-        for call in schedulers.steps():
-            scope = model.scope_of(call)
+        counted = {
+            call: scope for scope in by_scope for call in schedulers.counted_steps(scope)
+        }
+        for call in [*schedulers.steps(), *counted]:
+            scope = counted.get(call) or model.scope_of(call)
+            while isinstance(scope, cst.For | cst.While) and scope not in by_scope:
+                # A loop inside the iteration that repeats the scheduler's step (`for _ in
+                # range(accum): scheduler.step()`) runs on every iteration too.
+                outer = model.scope_of(scope)
+                if outer not in by_scope:
+                    break
+                scope = outer
             iteration = by_scope.get(scope)
             if iteration is None or (
                 isinstance(scope, cst.For | cst.While) and is_epoch_loop(scope)
             ):
                 continue
-            if schedulers.hold(call, scope) is not Hold.NEVER:
-                continue
+            backwards = iteration.of(Kind.SCALED_BACKWARD)
+            backward = backwards[0].site if backwards else None
             # The scaler's steps a run can reach with this one (not the plain arm's `else:`).
             steps = [s for s in iteration.of(Kind.SCALER_STEP) if not paths.exclusive(s.site, call)]
+            sites = [s.site for s in steps]
+            if schedulers.hold(call, scope, backward, sites) is not Hold.NEVER:
+                continue
             if not steps:
                 continue
             if all(bf16_only.only_bf16(s.call, s.scaler) for s in steps):
                 continue  # bf16 never overflows: the steps are not skipped (AMP010's case)
             step = steps[0]
+            scheduler = dotted_name(call.func.value) or "scheduler"  # type: ignore[attr-defined]
             yield Finding(
                 call,
-                _message(dotted_name(call.func.value) or "scheduler"),  # type: ignore[attr-defined]
+                _counted_message(call, index) if call in counted else _message(scheduler),
                 related=((step.site, "the scaler's step, skipped on inf/NaN gradients"),),
             )
 
@@ -301,4 +323,14 @@ def _message(scheduler: str) -> str:
         "step on inf/NaN gradients, so the schedule runs ahead of the optimizer steps taken; "
         f"wrap it in `scaler.SkipAwareScheduler({scheduler}, scaler)` or step it only when the "
         "step was applied"
+    )
+
+
+def _counted_message(call: cst.Call, index: ModuleIndex) -> str:
+    text = index.module.code_for_node(call)
+    return (
+        f"`{text}` is fed a count that advances every iteration, also when `scaler.step()` "
+        "skips the optimizer step on inf/NaN gradients, so the schedule runs ahead of the "
+        "optimizer steps taken; count only the steps applied, or step it only when the step "
+        "was applied"
     )

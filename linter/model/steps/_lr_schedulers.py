@@ -10,7 +10,8 @@ knows this holds the scheduler back with a *skip check*:
   ``if not scaler.step_skipped():`` (ampscale), ``scaler._found_inf_per_device(...)``;
 - a test of a name bound from one (``optimizer_was_run = scale_before <= scaler.get_scale()``) or
   from ``scaler.step(...)``'s return value, or a name that says so (``skipped``, ``overflow``,
-  ``found_inf``, ``optimizer_step_was_skipped``), or a non-finite check (``torch.isfinite``);
+  ``found_inf``, ``optimizer_step_was_skipped``), or a non-finite check (``torch.isfinite``) after
+  the scaled backward (one on the loss before it misses the overflow the scale causes);
 - the same tests in an early ``continue``/``return`` before the scheduler's step.
 
 Schedulers that hold themselves back are not manual steps: ampscale's ``SkipAwareScheduler``, a
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
@@ -30,6 +31,7 @@ from linter.model.steps._step_guards import ACCUMULATION_WORDS, classify_guard, 
 from linter.model.syntax import (
     ImportAliases,
     ModuleIndex,
+    descendants,
     dotted_name,
     import_aliases,
     last_part,
@@ -86,8 +88,10 @@ class LrSchedulers:
         self._receivers = receivers
         #: Dotted names assigned a scheduler constructor.
         self.constructed: set[str] = set()
-        #: Dotted names bound to a scheduler that holds itself back (see the module docstring).
-        self.self_holding: set[str] = set()
+        #: Dotted names bound to a scheduler that holds itself back (see the module docstring),
+        #: with the function that binds them (None: the module). A plain name is that
+        #: function's local: a parameter of the same name elsewhere is another scheduler.
+        self.self_holding: set[tuple[cst.CSTNode | None, str]] = set()
         #: Names bound from the scaler's skip signals or ``scaler.step()``'s result.
         self._skip_flags: set[str] = set()
         #: Dotted names assigned something that is no scheduler (``sched = Config()``).
@@ -106,7 +110,10 @@ class LrSchedulers:
         callee = dotted_name(value.func) if isinstance(value, cst.Call) else None
         qualified = self._aliases.qualify(callee) if callee else ""
         if qualified in SKIP_AWARE_CONSTRUCTORS or last_part(qualified) in FRAMEWORK_OWNERS:
-            self.self_holding.update(targets)
+            function = self._index.enclosing_function(assign)
+            self.self_holding.update(
+                (function if "." not in name else None, name) for name in targets
+            )
             return  # a scheduler, though its class says "Skip": no flag
         if qualified and SCHEDULER_CONSTRUCTOR.search(qualified):
             self.constructed.update(targets)
@@ -119,11 +126,19 @@ class LrSchedulers:
     def is_scheduler(self, node: cst.BaseExpression) -> bool:
         """``node`` holds an LR scheduler that does not hold itself back."""
         name = dotted_name(node)
-        if name is None or name in self.self_holding:
+        if name is None or self._holds_itself_back(name, node):
             return False
         if name in self.constructed:
             return True
         return name not in self._other and SCHEDULER_NAME.match(last_part(name)) is not None
+
+    def _holds_itself_back(self, name: str, node: cst.CSTNode) -> bool:
+        # The function that binds it, or one it encloses (a closure reads its locals).
+        return (None, name) in self.self_holding or any(
+            (ancestor, name) in self.self_holding
+            for ancestor in self._index.ancestors(node)
+            if isinstance(ancestor, cst.FunctionDef)
+        )
 
     def steps(self) -> Iterator[cst.Call]:
         """``<scheduler>.step()`` calls with no arguments (``step(metric)`` is a plateau
@@ -131,6 +146,33 @@ class LrSchedulers:
         for call in self._index.calls_named(".step"):
             if not call.args and self.is_scheduler(call.func.value):  # type: ignore[attr-defined]
                 yield call
+
+    def counted_steps(self, scope: cst.CSTNode) -> Iterator[cst.Call]:
+        """``<scheduler>.step(counter)`` calls under ``scope`` (an iteration's loop or function)
+        fed a counter that advances on every pass of it: a name ``scope`` increments
+        (``self.stats.steps += 1``, joeynmt) or the loop's own index (``for i, batch in
+        enumerate(loader)``). Such a scheduler advances as one stepped without an argument
+        does; a metric (``step(val_loss)``) or an epoch (``step(epoch)``) does not."""
+        counters = {
+            name
+            for node in descendants(scope)
+            if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign)
+            if (name := dotted_name(node.target)) is not None
+        }
+        index_name = _loop_index(scope)
+        if index_name is not None:
+            counters.add(index_name)
+        for node in descendants(scope):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "step"
+                and len(node.args) == 1
+                and not node.args[0].keyword
+                and dotted_name(node.args[0].value) in counters
+                and self.is_scheduler(node.func.value)
+            ):
+                yield node
 
     def reads_skip_signal(self, node: cst.CSTNode) -> bool:
         """``node`` reads whether a step was skipped: a scaler's scale or skip flag,
@@ -148,20 +190,46 @@ class LrSchedulers:
                 return True
         return False
 
-    def hold(self, call: cst.Call, scope: cst.CSTNode) -> Hold:
+    def hold(
+        self,
+        call: cst.Call,
+        scope: cst.CSTNode,
+        backward: cst.CSTNode | None = None,
+        steps: Iterable[cst.CSTNode] = (),
+    ) -> Hold:
         """Whether anything between ``scope`` (the iteration's loop or function) and ``call``
-        holds the scheduler step back on a skipped optimizer step."""
+        holds the scheduler step back on a skipped optimizer step.
+
+        ``backward`` is where the iteration runs its scaled backward. An exit before it
+        (``if not torch.isfinite(loss): raise``) tests the loss, not the step's outcome: a
+        finite loss times the scale still overflows in the backward, and that step is
+        skipped as well. ``steps`` are where it runs the scaler's step: a test that guards
+        one of them in the same arm as ``call`` (``if (i + 1) % multiplier == 0:``, whatever
+        its name) runs the scheduler with that step, skipped or not, unless it is a skip
+        check itself."""
         child: cst.CSTNode = call
         found = Hold.NEVER
+        # The statement of each block around the backward that holds it.
+        holding = {} if backward is None else _statements_holding(self._index, backward)
+        around_steps = {a for step in steps for a in self._index.ancestors(step)}
         for ancestor in self._index.ancestors(call):
             if ancestor is scope:
                 break
             if isinstance(ancestor, cst.If):
-                found = _worst(found, self._test_hold(ancestor.test, call))
+                hold = self._test_hold(ancestor.test, call)
+                if hold is Hold.UNKNOWN and child in around_steps:
+                    hold = Hold.NEVER  # the scaler's step is under the same test
+                found = _worst(found, hold)
             elif isinstance(ancestor, cst.IndentedBlock):
+                ahead = holding.get(ancestor)  # statements before it end before the backward
+                before_backward = ahead is not None
                 for statement in ancestor.body:
                     if statement is child:
                         break
+                    if statement is ahead:
+                        before_backward = False
+                    if before_backward:
+                        continue  # it cannot see the step's outcome
                     if (
                         isinstance(statement, cst.If)
                         and exits(statement.body)
@@ -186,6 +254,17 @@ class LrSchedulers:
         if _is_flag(test) or _is_setting_comparison(test):
             return Hold.NEVER  # `if args.use_scheduler:`: configuration, not the step's outcome
         return Hold.UNKNOWN
+
+
+def _statements_holding(index: ModuleIndex, node: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each block around ``node``, with its statement that holds ``node``."""
+    found: dict[cst.CSTNode, cst.CSTNode] = {}
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.IndentedBlock | cst.Module):
+            found[ancestor] = child
+        child = ancestor
+    return found
 
 
 def _worst(a: Hold, b: Hold) -> Hold:
@@ -231,6 +310,18 @@ def _is_setting(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.SimpleString) or (
         isinstance(value, cst.Name) and value.value == "None"
     )
+
+
+def _loop_index(scope: cst.CSTNode) -> str | None:
+    """The name a ``for`` loop counts its passes in: ``i`` of ``for i in range(n)`` or of
+    ``for i, batch in enumerate(loader)``."""
+    if not isinstance(scope, cst.For) or not isinstance(scope.iter, cst.Call):
+        return None
+    callee = dotted_name(scope.iter.func)
+    target = scope.target
+    if callee == "enumerate" and isinstance(target, cst.Tuple) and target.elements:
+        return dotted_name(target.elements[0].value)
+    return dotted_name(target) if callee == "range" else None
 
 
 def _elements(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

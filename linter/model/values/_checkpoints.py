@@ -403,9 +403,18 @@ class Checkpoints:
             if isinstance(node, cst.Subscript) and node not in written:
                 for element in node.slice:
                     key = _key_text(getattr(element.slice, "value", None))
-                    if key is not None and SCALER_KEY.search(key):
+                    if key is not None and self._reads_scaler_key(key, node):
                         return True
         return False
+
+    def _reads_scaler_key(self, key: str, read: cst.Subscript) -> bool:
+        """``read`` takes a scaler's entry out of a checkpoint. A key that names a scaler
+        (``ckpt["scaler"]``) says so wherever it is read; ``"amp"`` is also what settings call
+        the switch (``config["amp"]``, ``params["enable_amp"]``), so it counts only when read
+        from a loaded file (apex's ``checkpoint["amp"]``)."""
+        if not SCALER_KEY.search(key):
+            return False
+        return "scaler" in key.lower() or self.reads_a_checkpoint(read.value, read)
 
 
 def confining_functions(

@@ -199,6 +199,40 @@ def test_a_resume_that_restores_the_scaler_anywhere_in_the_file_is_not_reported(
     assert lines(source) == []
 
 
+def test_a_settings_switch_named_amp_restores_nothing() -> None:
+    # XMem's shape: `config["amp"]` turns the scaler on; the resume never restores it.
+    source = """\
+    class Trainer:
+        def __init__(self, config, model):
+            self.config = config
+            self.optimizer = torch.optim.AdamW(model.parameters())
+            if config["amp"]:
+                self.scaler = torch.cuda.amp.GradScaler()
+
+        def load_checkpoint(self, path):
+            checkpoint = torch.load(path, map_location="cpu")
+            optimizer = checkpoint["optimizer"]
+            self.optimizer.load_state_dict(optimizer)
+            return checkpoint["it"]
+    """
+    assert lines(source) == [11]
+    renamed = source.replace('config["amp"]', 'params["enable_amp"]')
+    assert lines(renamed) == [11]
+
+
+def test_an_amp_entry_read_from_the_loaded_checkpoint_is_a_restore() -> None:
+    source = """\
+    scaler = torch.amp.GradScaler("cuda")
+
+
+    def resume(path):
+        checkpoint = torch.load(path, map_location="cpu")
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        restore_amp(checkpoint["amp"])
+    """
+    assert lines(source) == []
+
+
 def test_the_bad_example_resumes_at_the_initial_scale_and_skips_again() -> None:
     saved, resumed_at, skipped = runpy.run_path(str(EXAMPLES / "resume_without_scaler_state.py"))[
         "main"

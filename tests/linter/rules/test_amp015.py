@@ -147,3 +147,131 @@ def test_a_scheduler_in_the_arm_without_the_scaler_is_not_reported() -> None:
             scheduler.step()
     """
     assert lines(source) == [8]
+
+
+def test_a_finite_loss_check_before_the_backward_holds_nothing_back() -> None:
+    # h2o-llmstudio's shape: a finite loss still overflows once scaled in the backward.
+    source = """\
+    for itr, batch in enumerate(loader):
+        loss = model(batch).loss
+        if ~np.isfinite(loss.item()) and itr > 20:
+            raise RuntimeError("NaN caught in loss")
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+    """
+    assert lines(source) == [8]
+    # The same check on the gradients after the backward sees the overflow: held back.
+    after = """\
+    for batch in loader:
+        scaler.scale(model(batch).loss).backward()
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if not torch.isfinite(norm):
+            optimizer.zero_grad()
+            continue
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+    """
+    assert lines(after) == []
+
+
+def test_a_loop_that_repeats_the_schedulers_step_runs_every_iteration() -> None:
+    # vall-e's shape: the schedule advances once per accumulated batch, on every step.
+    source = """\
+    for batch in loader:
+        scaler.scale(model(batch).loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        for _ in range(params.accumulate_grad_steps):
+            if isinstance(scheduler, Eden):
+                scheduler.step_batch(params.batch_idx_train)
+            else:
+                scheduler.step()
+    """
+    assert lines(source) == [9]
+    renamed = source.replace("scheduler", "lr_sched").replace("accumulate_grad_steps", "k")
+    assert lines(renamed) == [9]
+
+
+def test_a_scheduler_a_framework_returns_elsewhere_is_another_variable() -> None:
+    # wenet's shape: `deepspeed.initialize` returns the engine's scheduler in one function; the
+    # update function's `scheduler` parameter is a plain one on the torch_ddp runs.
+    source = """\
+    def init(model, configs):
+        model, optimizer, _, scheduler = deepspeed.initialize(model=model, config=configs)
+        return model, optimizer, scheduler
+
+
+    def update(model, optimizer, scheduler, scaler, loss):
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+    """
+    assert lines(source) == [10]
+    same_function = """\
+    def train(model, loader, configs):
+        model, optimizer, _, scheduler = deepspeed.initialize(model=model, config=configs)
+        for batch in loader:
+            scaler.scale(model(batch).loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+    """
+    assert lines(same_function) == []
+
+
+def test_a_scheduler_fed_a_count_of_every_iteration_advances_with_it() -> None:
+    # joeynmt's shape: `scheduler.step(self.stats.steps)`, the counter bumped on every step.
+    source = """\
+    class Trainer:
+        def train(self):
+            for i, batch in enumerate(self.train_iter):
+                self.scaler.scale(self.model(batch).loss).backward()
+                if (i + 1) % self.args.batch_multiplier == 0:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                    if self.scheduler_step_at == "step":
+                        self.scheduler.step(self.stats.steps)
+                    self.stats.steps += 1
+    """
+    found = run_rule(SchedulerStepsOnSkippedStep, textwrap.dedent(source))
+    assert [line for line, _c, _m in found] == [9]
+    assert found[0][2].startswith("`self.scheduler.step(self.stats.steps)` is fed a count")
+    by_index = """\
+    for i, batch in enumerate(loader):
+        scaler.scale(model(batch).loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step(i)
+    """
+    assert lines(by_index) == [5]
+    # A metric or an epoch number is no per-iteration count.
+    for argument in ("val_loss", "epoch"):
+        other = by_index.replace("scheduler.step(i)", f"scheduler.step({argument})")
+        assert lines(other) == []
+
+
+def test_a_periodic_test_that_guards_the_scalers_step_too_holds_nothing_back() -> None:
+    source = """\
+    for i, batch in enumerate(loader):
+        scaler.scale(model(batch).loss).backward()
+        if (i + 1) % batch_multiplier == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+    """
+    assert lines(source) == [6]
+    # A periodic test around the scheduler alone: not every iteration, unknown stays unknown.
+    alone = """\
+    for i, batch in enumerate(loader):
+        scaler.scale(model(batch).loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        if i % 100 == 0:
+            scheduler.step()
+    """
+    assert lines(alone) == []
