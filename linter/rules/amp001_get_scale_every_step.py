@@ -13,6 +13,7 @@ from linter.model.steps import (
     DeviceSyncs,
     PerStepAnalysis,
     ScaleRead,
+    passed_scaler_wrapper,
     scale_reads,
     skip_detections,
 )
@@ -47,7 +48,10 @@ class GetScaleEveryStep(Rule):
     (`accelerator.scaler`, `trainer.precision_plugin.scaler`). A zero-argument `get_scale()` is
     also reported on a variable named like a scaler (`scaler`, `grad_scaler`, `self.loss_scaler`)
     because torch's getter takes no arguments, which already rules out look-alikes; the other
-    spellings need the stronger evidence.
+    spellings need the stronger evidence. Across the project, a parameter is such evidence when
+    every caller hands it an object of one project class that builds a GradScaler and defines
+    `state_dict` (`loss_scaler.state_dict()["scale"]` in an engine's `train_one_epoch`, the
+    wrapper built in the training script).
 
     Not reported: a read under a periodic guard (`if step % log_every == 0:`,
     `if self.control.should_log:`, a wall-clock check, an early `return`/`continue` on the off
@@ -260,7 +264,9 @@ for step, (x, y) in enumerate(loader):
             return
         index = module_index(context)
         receivers = scaler_receivers(index)
-        reads = scale_reads(index, receivers)
+        reads = scale_reads(
+            index, receivers, lambda receiver: passed_scaler_wrapper(context, index, receiver)
+        )
         if not reads:
             return
         is_scaler_call = receivers.is_scaler_method_call

@@ -14,7 +14,12 @@ ACROSS_FILES: dict[str, str] = {
         "A read in a function whose per-step caller is in another module: a `train_step()` "
         "called in the batch loop of `main.py`, a subclass's step that a base class's loop calls "
         "through `self`, a method of a trainer object the script builds "
-        "(`trainer = Trainer(...)`, then `trainer.train_step(batch)` in its loop)."
+        "(`trainer = Trainer(...)`, then `trainer.train_step(batch)` in its loop). A "
+        '`loss_scaler.state_dict()["scale"]` read on a parameter that every caller, in other '
+        "modules, hands an object of one project class that builds a GradScaler and defines "
+        "`state_dict` (BEiT's and LaBraM's `NativeScalerWithGradNormCount`, built in the "
+        "training script and passed to `train_one_epoch` in `engine.py`); a caller that binds "
+        "the name to `None` on other runs (a DeepSpeed branch) still agrees."
     ),
     "AMP002": (
         "A model that a loader or builder of another module returns loaded or cast as bf16 "
@@ -72,5 +77,11 @@ ACROSS_FILES: dict[str, str] = {
         'bf16 or fp16 dict in `engine_utils.py`; an `Accelerator(mixed_precision="fp16")` '
         "a helper returns), placed at the call. A setting that module reads from a config "
         "file is not followed through the helper."
+    ),
+    "AMP015": (
+        "A scaler step made by an object its callers in other modules hand the function: "
+        "`loss_scaler(loss, optimizer)` in `engine.py`, where every caller passes a "
+        "`NativeScaler()` whose `__call__` (in `util/misc.py`) steps the GradScaler; the "
+        "scheduler stepped after it in the same loop is reported there."
     ),
 }

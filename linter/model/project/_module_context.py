@@ -93,6 +93,12 @@ class ProjectQueries(Protocol):
         self, context: ModuleContext, call: cst.Call, words: tuple[str, ...] = ()
     ) -> cst.FunctionDef | None: ...
 
+    def passed_class(
+        self, context: ModuleContext, function: cst.FunctionDef, name: str
+    ) -> tuple[str, str] | None: ...
+
+    def method_source(self, path: str, cls: str, name: str) -> str | None: ...
+
 
 class ForeignNodes(Mapping[cst.CSTNode, ForeignSite]):
     """Node of a grafted function -> the site it stands for. Each function's nodes are

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -35,13 +36,22 @@ from linter.model.project._module_context import (
 )
 from linter.model.project._summary import (
     CallRecord,
+    FunctionRecord,
     constructed_receivers,
     instance_type,
     qualified_name,
     receiver_type,
     written_callee,
 )
-from linter.model.syntax import call_lines, descendants, module_index, walk
+from linter.model.syntax import (
+    argument_for,
+    call_lines,
+    descendants,
+    dotted_name,
+    module_index,
+    parameter_position,
+    walk,
+)
 
 #: Trees kept per grafted function: the call sites of one function in one file, past which a
 #: file's further sites are parsed and dropped (memory, not speed, sets it).
@@ -66,6 +76,11 @@ class _GraftedTrees:
     caller_nodes: dict[tuple[str, str], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
 
 
+#: One call of a function in a function of another module: the caller's path, record, parsed
+#: tree and code nodes, and the call (None where the parse does not find it).
+_CallerCall = tuple[str, FunctionRecord, cst.Module, tuple[cst.CSTNode, ...], cst.Call | None]
+
+
 class Project(CallGraph):
     """The summaries of a project's modules and the questions rules ask across them: resolution
     and outlines (`ProjectIndex`), calls (`CallGraph`), and the functions of other modules
@@ -87,12 +102,26 @@ class Project(CallGraph):
         modules, each parsed from its caller's summary and attached to ``context`` under
         ``via`` (the parameter asked about), so an analysis reads what they pass to it as it
         reads a local call's arguments. Calls at a module's top level are not summarised."""
+        found = []
+        for caller_path, caller, parsed, nodes, call in self._calls_elsewhere(context, function):
+            if call is None:
+                continue
+            site = ForeignSite(via, self.display(caller_path), caller.qualname, caller.line, parsed)
+            context.attach(nodes[0], via, site, nodes)
+            found.append(call)
+        return found
+
+    def _calls_elsewhere(
+        self, context: ModuleContext, function: cst.FunctionDef
+    ) -> Iterator[_CallerCall]:
+        """Each summarised call of ``function`` in a function of another module: the caller's
+        path, record, parsed tree and code nodes, and the call (None where the parse does not
+        find it)."""
         index = module_index(context)
         qualname = qualified_name(index, function)
         path = os.path.abspath(context.path)
         if qualname is None or path not in self.summaries:
-            return []
-        found = []
+            return
         for caller_path, record in self.callers(FunctionRef(path, qualname)):
             summary = self.summary(caller_path)
             caller = summary.function(record.caller) if summary and record.caller else None
@@ -113,12 +142,57 @@ class Project(CallGraph):
                     parsed, caller.source, nodes
                 )
             call = calls.get((record.line - caller.line + 1, record.callee))
-            if call is None:
-                continue
-            site = ForeignSite(via, self.display(caller_path), caller.qualname, caller.line, parsed)
-            context.attach(nodes[0], via, site, nodes)
-            found.append(call)
-        return found
+            yield caller_path, caller, parsed, nodes, call
+
+    def passed_class(
+        self, context: ModuleContext, function: cst.FunctionDef, name: str
+    ) -> tuple[str, str] | None:
+        """The project class of the object every caller of ``function`` passes as its
+        parameter ``name`` (``train_one_epoch(..., loss_scaler, ...)`` where each caller, in
+        another module, built ``loss_scaler = NativeScaler()``), as (path, class); None when a
+        caller is in this module or at a module's top level, passes something else, or two
+        callers pass objects of different classes: unknown stays unknown."""
+        if parameter_position(function, name) is None:
+            return None
+        index = module_index(context)
+        qualname = qualified_name(index, function)
+        path = os.path.abspath(context.path)
+        if qualname is None:
+            return None
+        # Not memoised: each answer must mark the summaries it read as used (the cache key).
+        found: set[tuple[str, str] | None] = set()
+        callers = self.callers(FunctionRef(path, qualname))
+        seen = 0
+        for caller_path, _caller, _parsed, nodes, call in self._calls_elsewhere(context, function):
+            seen += 1
+            value = argument_for(call, function, name) if call is not None else None
+            found.add(self._class_built(caller_path, nodes, value))
+        return found.pop() if seen == len(callers) and len(found) == 1 else None
+
+    def _class_built(
+        self, path: str, nodes: tuple[cst.CSTNode, ...], value: cst.BaseExpression | None
+    ) -> tuple[str, str] | None:
+        """The project class that builds ``value`` in the caller whose code ``nodes`` are:
+        ``NativeScaler()`` itself, or a name that caller binds only to one (``loss_scaler =
+        NativeScaler()``), or to ``None`` on the runs that have none (a DeepSpeed branch's
+        ``loss_scaler = None``: where the object is used, it is that class's)."""
+        if isinstance(value, cst.Name):
+            bound = [
+                node.value
+                for node in nodes
+                if isinstance(node, cst.Assign)
+                and not (isinstance(node.value, cst.Name) and node.value.value == "None")
+                and any(
+                    isinstance(t.target, cst.Name) and t.target.value == value.value
+                    for t in node.targets
+                )
+            ]
+            classes = {self._class_built(path, nodes, b) for b in bound}
+            return classes.pop() if len(classes) == 1 else None
+        if isinstance(value, cst.Call):
+            callee = dotted_name(value.func)
+            return self.class_of(path, callee) if callee is not None else None
+        return None
 
     def _parsed_function(self, path: str, qualname: str, source: str) -> cst.Module | None:
         """A summarised function's source, parsed once per run (its nodes stay the same
@@ -235,6 +309,12 @@ class Project(CallGraph):
             # wrappers, defined in `util/misc.py`, are called so from `engine.py`).
             receiver = instance_type(constructed, call, function, cls)
             callee = f"{callee}.__call__" if receiver is not None else callee
+            if receiver is None and isinstance(call.func, cst.Name) and function is not None:
+                # A parameter that every caller elsewhere hands an object of one class.
+                passed = self.passed_class(context, function, call.func.value)
+                method = self.method(*passed, "__call__") if passed is not None else None
+                if method is not None and method.path != path:
+                    return method.path, method.qualname
         record = CallRecord(callee, 0, 0, None, False, caller or "", owner, receiver)
         targets = [t for t in self.call_targets(path, record) if t.path != path]
         if len(targets) != 1:

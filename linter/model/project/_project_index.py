@@ -262,6 +262,14 @@ class ProjectIndex:
                 return FunctionRef(owner_path, f"{owner}.{name}")
         return None
 
+    def method_source(self, path: str, cls: str, name: str) -> str | None:
+        """The source of method ``name`` as class ``cls`` (or its nearest project base)
+        defines it, as its summary keeps it; None when no project class defines it."""
+        found = self.method(path, cls, name)
+        summary = self.summary(found.path) if found is not None else None
+        record = summary.function(found.qualname) if found and summary else None
+        return record.source if record is not None else None
+
     def subclasses(self, path: str, cls: str) -> list[tuple[str, str]]:
         """Project classes deriving from ``cls``, directly or not."""
         if self._subclasses is None:

@@ -28,6 +28,7 @@ from linter.model.steps._loop_passes import (
     variables_read,
 )
 from linter.model.steps._lr_schedulers import Hold, lr_schedulers
+from linter.model.steps._passed_scalers import passed_scaler_wrapper
 from linter.model.steps._per_step import PerStepAnalysis
 from linter.model.steps._scale_reads import ScaleRead, scale_reads, skip_detections
 from linter.model.steps._scaler_lifetimes import PerStepScaler, ScalerLifetimes
@@ -52,6 +53,7 @@ __all__ = [
     "lr_schedulers",
     "mentions",
     "on_one_pass_only",
+    "passed_scaler_wrapper",
     "per_pass_names",
     "scale_reads",
     "skip_detections",

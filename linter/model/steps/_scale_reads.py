@@ -70,7 +70,9 @@ def _call_read(call: cst.Call, receivers: ScalerReceivers) -> ScaleRead | None:
     return None
 
 
-def _state_dict_read(subscript: cst.Subscript, receivers: ScalerReceivers) -> ScaleRead | None:
+def _state_dict_read(
+    subscript: cst.Subscript, proves: Callable[[cst.BaseExpression], bool]
+) -> ScaleRead | None:
     """``R.state_dict()["scale"]`` on a proven scaler ``R``."""
     value, elements = subscript.value, subscript.slice
     if not (
@@ -78,7 +80,7 @@ def _state_dict_read(subscript: cst.Subscript, receivers: ScalerReceivers) -> Sc
         and isinstance(value.func, cst.Attribute)
         and value.func.attr.value == "state_dict"
         and not value.args
-        and receivers.proves(value.func.value)
+        and proves(value.func.value)
         and len(elements) == 1
         and isinstance(elements[0].slice, cst.Index)
         and isinstance(elements[0].slice.value, cst.SimpleString)
@@ -88,10 +90,20 @@ def _state_dict_read(subscript: cst.Subscript, receivers: ScalerReceivers) -> Sc
     return ScaleRead(subscript, dotted_name(value.func.value) or "")
 
 
-def scale_reads(index: ModuleIndex, receivers: ScalerReceivers) -> list[ScaleRead]:
-    """Every host read of a loss scale in the module, in source order."""
+def scale_reads(
+    index: ModuleIndex,
+    receivers: ScalerReceivers,
+    wrapper: Callable[[cst.BaseExpression], bool] | None = None,
+) -> list[ScaleRead]:
+    """Every host read of a loss scale in the module, in source order. ``wrapper`` says which
+    other receivers hand on a GradScaler's ``state_dict`` (a parameter its callers pass one
+    to, `linter.model.steps._passed_scalers`)."""
+
+    def proves(receiver: cst.BaseExpression) -> bool:
+        return receivers.proves(receiver) or (wrapper is not None and wrapper(receiver))
+
     found: list[ScaleRead | None] = [_call_read(c, receivers) for c in index.nodes(cst.Call)]
-    found += [_state_dict_read(s, receivers) for s in index.nodes(cst.Subscript)]
+    found += [_state_dict_read(s, proves) for s in index.nodes(cst.Subscript)]
     reads = [read for read in found if read is not None]
     return sorted(reads, key=lambda read: index.order[read.node])
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from linter.model.syntax._bindings import Bindings, bindings
 from linter.model.syntax._call_arguments import (
+    argument_for,
     keyword,
     parameter_position,
     positional,
@@ -62,6 +63,7 @@ __all__ = [
     "PathFacts",
     "alias_calls",
     "argument_dest",
+    "argument_for",
     "bindings",
     "call_lines",
     "children",

@@ -1,15 +1,16 @@
 """A call's arguments and a function's parameters, as call sites pass them.
 
-``keyword(call, "dtype")``, ``positional(call, 0)``, the text of a string literal, and where a
-parameter sits among the arguments a call passes: the small questions every layer above asks of a
-call before it asks what the call means.
+``keyword(call, "dtype")``, ``positional(call, 0)``, the text of a string literal, where a
+parameter sits among the arguments a call passes and what a call hands a function for one of its
+parameters (a training function of another module works on what its caller passes): the small
+questions every layer above asks of a call before it asks what the call means.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-__all__ = ["keyword", "parameter_position", "positional", "string_value"]
+__all__ = ["argument_for", "keyword", "parameter_position", "positional", "string_value"]
 
 
 def parameter_position(function: cst.FunctionDef, name: str) -> int | None:
@@ -44,3 +45,21 @@ def keyword(call: cst.Call, name: str) -> cst.Arg | None:
 def positional(call: cst.Call, position: int) -> cst.Arg | None:
     args = [arg for arg in call.args if arg.keyword is None and not arg.star]
     return args[position] if 0 <= position < len(args) else None
+
+
+def argument_for(call: cst.Call, function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+    """The expression ``call`` passes as parameter ``name`` of ``function``: by keyword, or by
+    position (``self`` of a method is not passed); None when the call does not say (a default,
+    ``*args``/``**kwargs``, a parameter of another name)."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    position = parameter_position(function, name)
+    if position is None:
+        return None
+    plain = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            break  # past a `*args`, positions are unknown
+        plain.append(arg.value)
+    return plain[position] if position < len(plain) else None

@@ -9,7 +9,16 @@ from collections.abc import Iterator
 import libcst as cst
 
 from linter.model.settings import SwitchOn
-from linter.model.syntax import BF16, FP16, Fact, descendants, dotted_name, keyword, positional
+from linter.model.syntax import (
+    BF16,
+    FP16,
+    Fact,
+    argument_for,
+    descendants,
+    dotted_name,
+    keyword,
+    positional,
+)
 from linter.model.values._fp16_site_search import (
     Fp16Site,
     Fp16SiteSearch,
@@ -18,7 +27,6 @@ from linter.model.values._fp16_site_search import (
     is_receiver,
     unscales_fp16,
 )
-from linter.model.values._handed_arguments import argument_for
 from linter.model.values._model_origins import Bf16Origin
 from linter.model.values._scaler_receivers import scaler_receivers
 

@@ -1,10 +1,10 @@
-"""Tests for `linter.model.values._handed_arguments`."""
+"""Tests for `linter.model.syntax.argument_for`: what a call hands a function for a parameter."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from linter.model.values._handed_arguments import argument_for
+from linter.model.syntax import argument_for
 
 
 def _call_and_function(source: str) -> tuple[cst.Call, cst.FunctionDef]:
