@@ -398,6 +398,7 @@ save_checkpoint(
             site = context.foreign.get(node)
             return index.enclosing_function(site.via if site is not None else node)
 
+        called: set[cst.CSTNode] = set()  # calls of another module's helper reported
         for write in writes:
             if owners is not None and home(write.call) not in owners:
                 # The scaler lives in one call of another function: nothing to keep, unless
@@ -410,6 +411,10 @@ save_checkpoint(
                 continue  # `save_checkpoint(..., scaler=scaler)`: the helper is given it
             if not write.holds_scaler:
                 local = write.call not in context.foreign
+                if site is not None:
+                    if site.via in called:
+                        continue  # the helper saves it again (`last.tar`, then `best.tar`)
+                    called.add(site.via)
                 yield Finding(
                     write.call,
                     "this resume checkpoint saves the model's and the optimizer's state but not "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rule_runner import run_rule, run_rule_related
 
-from linter.api import fix_source, lint_source
+from linter.api import fix_source, lint_paths, lint_source
 from linter.rules import ScalerStateNotCheckpointed
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -411,3 +411,44 @@ def test_a_checkpoint_saved_twice_is_reported_at_each_save() -> None:
     assert lines(source) == [4, 5]
     handed = source.replace("torch.save(checkpoint, local_path)", "upload(checkpoint)")
     assert lines(handed) == []  # handed to a function that may add anything
+
+
+def test_a_helper_of_another_module_that_saves_twice_is_reported_once_per_call(
+    tmp_path: Path,
+) -> None:
+    # splade's shape: the base trainer's `save_checkpoint` writes `last.tar`, then `best.tar`.
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "utils.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+
+            def save_checkpoint(model, optimizer, path, is_best):
+                state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+                torch.save(state, path + "/last.tar")
+                if is_best:
+                    torch.save(state, path + "/best.tar")
+            """
+        )
+    )
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+
+            from utils import save_checkpoint
+
+
+            def main(model, loader, optimizer, path):
+                scaler = torch.amp.GradScaler("cuda")
+                for batch in loader:
+                    scaler.scale(model(batch)).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                save_checkpoint(model, optimizer, path, is_best=True)
+            """
+        )
+    )
+    result = lint_paths([str(tmp_path)], select=["AMP011"], jobs=1)
+    assert [(Path(d.path).name, d.line) for d in result.diagnostics] == [("train.py", 12)]
