@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import libcst as cst
 
@@ -11,10 +10,11 @@ from linter._fix import UNSAFE, NodeFix
 from linter._fix_edits import with_dict_entry
 from linter._rule import Example, Finding, ModuleContext, Rule
 from linter.model.iterations import Kind, TrainingIterations, of_module
-from linter.model.syntax import ModuleIndex, dotted_name, last_part, module_index
+from linter.model.syntax import ModuleIndex, module_index
 from linter.model.values import (
     CheckpointWrite,
     ScalerReceivers,
+    checkpoint_helpers,
     checkpoints,
     confining_functions,
     readable_at,
@@ -54,7 +54,10 @@ class ScalerStateNotCheckpointed(Rule):
 
     A save helper in another module (`utils.save_checkpoint(model, optimizer, epoch)` called
     from the trainer that owns the scaler) is reported at the call in the trainer, with the
-    helper's `torch.save` as a related location, once amp-lint reads the whole project. A
+    helper's `torch.save` as a related location, once amp-lint reads the whole project; so is a
+    helper that saves what it is handed (`misc.save_model(..., states=g_states)` with
+    `torch.save(states, path)` there), judged by the dict the call hands it, whatever the
+    helper is named, and once per call however many times the helper saves it. A
     helper of the same module (a function, or a method called as `self._save(...)`) that the
     function holding the scaler calls without handing it the scaler is reported once, at its
     save, with that call as a related location. A
@@ -385,7 +388,7 @@ save_checkpoint(
             return
         found = checkpoints(index, receivers, iterations.is_optimizer)
         trainer = ((constructors[0] if constructors else scaled[0].call), _TRAINER)
-        helpers = _helpers(context, index, iterations.is_optimizer)
+        helpers = checkpoint_helpers(context, index, iterations.is_optimizer)
         writes = [*found.writes, *(w for helper in helpers for w in found.writes_in(helper))]
         owners = confining_functions(index, constructors) if constructors else None
         if owners is not None and any(
@@ -398,7 +401,7 @@ save_checkpoint(
             site = context.foreign.get(node)
             return index.enclosing_function(site.via if site is not None else node)
 
-        called: set[cst.CSTNode] = set()  # calls of another module's helper reported
+        called: set[cst.CSTNode] = set()  # where a save was reported
         for write in writes:
             if owners is not None and home(write.call) not in owners:
                 # The scaler lives in one call of another function: nothing to keep, unless
@@ -411,10 +414,13 @@ save_checkpoint(
                 continue  # `save_checkpoint(..., scaler=scaler)`: the helper is given it
             if not write.holds_scaler:
                 local = write.call not in context.foreign
-                if site is not None:
-                    if site.via in called:
-                        continue  # the helper saves it again (`last.tar`, then `best.tar`)
-                    called.add(site.via)
+                # One finding per call: a helper that saves again (`last.tar`, then
+                # `best.tar`), or a saver by name (`save_model_c(states, ...)`) whose body the
+                # project shows too.
+                at = write.call if site is None else site.via
+                if at in called:
+                    continue
+                called.add(at)
                 yield Finding(
                     write.call,
                     "this resume checkpoint saves the model's and the optimizer's state but not "
@@ -474,27 +480,6 @@ def _helper_save(
         )
 
 
-def _helpers(
-    context: ModuleContext, index: ModuleIndex, is_optimizer: Callable[[str], bool]
-) -> list[cst.FunctionDef]:
-    """Functions of other modules this one calls to save or load checkpoints (a
-    ``save_checkpoint(model, optimizer, ...)`` in ``utils.py``), grafted under their calls."""
-    project = context.project
-    if project is None:
-        return []
-    found = []
-    for call in index.nodes(cst.Call):
-        callee = dotted_name(call.func) or ""
-        passes_optimizer = any(
-            (name := dotted_name(arg.value)) is not None and is_optimizer(name) for arg in call.args
-        )
-        if passes_optimizer or _HELPER_NAME.search(last_part(callee)):
-            grafted = project.graft(context, call, ("state_dict",))
-            if grafted is not None:
-                found.append(grafted)
-    return found
-
-
 def _hands_a_scaler(call: cst.CSTNode, receivers: ScalerReceivers) -> bool:
     """The call passes a GradScaler (``scaler=train_state.scaler``, ``save(model, scaler)``)."""
     return isinstance(call, cst.Call) and any(
@@ -502,10 +487,6 @@ def _hands_a_scaler(call: cst.CSTNode, receivers: ScalerReceivers) -> bool:
         or receivers.looks_like(arg.value)
         for arg in call.args
     )
-
-
-#: Names of functions that save or restore checkpoints, whatever they are handed.
-_HELPER_NAME = re.compile(r"save|load|checkpoint|ckpt|resume|restore", re.IGNORECASE)
 
 
 def _fix(write: CheckpointWrite, index: ModuleIndex, receivers: ScalerReceivers) -> NodeFix | None:

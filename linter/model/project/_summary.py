@@ -25,11 +25,11 @@ from linter.model.project._value_records import ValueRecord
 from linter.model.syntax import dotted_name
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 9
+SUMMARY_FORMAT = 10
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
-#: training-iteration events (gradient reads among them), scale reads, dtype casts and checkpoint
-#: loads, scalers, autocasts, and the precision engines a helper builds (AMP014).
+#: training-iteration events (gradient reads among them), scale reads, dtype casts, checkpoint
+#: saves and loads, scalers, autocasts, and the precision engines a helper builds (AMP014).
 GRAFT_WORDS = (
     "backward",
     "step",
@@ -47,6 +47,7 @@ GRAFT_WORDS = (
     "GradScaler",
     "autocast",
     "state_dict",
+    "save",
     "deepspeed",
     "Accelerator",
 )

@@ -21,6 +21,7 @@ from linter.model.values._bf16_families import (
     bf16_family,
     user_families,
 )
+from linter.model.values._checkpoint_helpers import checkpoint_helpers
 from linter.model.values._checkpoints import (
     CheckpointWrite,
     checkpoints,
@@ -98,6 +99,7 @@ __all__ = [
     "Use",
     "beside",
     "bf16_family",
+    "checkpoint_helpers",
     "checkpoints",
     "confining_functions",
     "deprecated_imports",

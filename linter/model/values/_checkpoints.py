@@ -42,7 +42,15 @@ from typing import TypeVar
 
 import libcst as cst
 
-from linter.model.syntax import ModuleIndex, descendants, dotted_name, last_part, path_facts, walk
+from linter.model.syntax import (
+    ModuleIndex,
+    argument_for,
+    descendants,
+    dotted_name,
+    last_part,
+    path_facts,
+    walk,
+)
 from linter.model.values._scaler_receivers import ScalerReceivers
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
@@ -209,8 +217,24 @@ class Checkpoints:
             # `asdict(snapshot)` / `snapshot._asdict()`: the fields the record was built with.
             return None if record is None else self._built_up(record, value)
         if isinstance(value, cst.Name):
-            return self._built_up(value.value, save)
+            found = self._built_up(value.value, save)
+            if found is None:
+                handed = self._handed_in(value.value, save)
+                if handed is not None:
+                    return self._entries(*handed)
+            return found
         return None
+
+    def _handed_in(self, name: str, save: cst.Call) -> tuple[cst.BaseExpression, cst.Call] | None:
+        """What the call a helper is grafted under passes as the helper's parameter ``name``
+        (``misc.save_model(..., states=g_states)`` with ``torch.save(states, path)`` in the
+        helper), and that call: the helper saves what its caller hands it."""
+        function = self._index.enclosing_function(save)
+        call = self._index.parent.get(function) if function is not None else None
+        if not isinstance(function, cst.FunctionDef) or not isinstance(call, cst.Call):
+            return None
+        value = argument_for(call, function, name)
+        return None if value is None else (value, call)
 
     def _records(self) -> frozenset[str]:
         """The module's record classes: ``@dataclass`` classes and ``NamedTuple`` subclasses."""
