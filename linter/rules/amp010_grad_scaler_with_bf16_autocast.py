@@ -52,7 +52,10 @@ class GradScalerWithBf16Autocast(Rule):
     table), a conditional on the flag, `getattr(torch, args.dtype)` or the flag itself. A flag
     whose `default` is bf16 is the plain case (a run with no flags scales needlessly); a flag
     with bf16 among its `choices` only is reported with the condition first ("when run with
-    --dtype bfloat16, ..."). The flag's other choices are not fp16 requests of their own.
+    --dtype bfloat16, ..."). The flag's other choices are not fp16 requests of their own, and
+    a table's entry for the run without the flag (`None: torch.float32`, glue-factory's) is no
+    choice. The two arms of `torch.amp.GradScaler(...) if hasattr(torch.amp, "GradScaler")
+    else torch.cuda.amp.GradScaler(...)` are one scaler, reported once.
 
     Not reported:
 
@@ -315,7 +318,9 @@ class LitModel(L.LightningModule):
         related = tuple((a.node, "bf16 autocast") for a in autocasts)
         related += tuple(_config_related(context, from_configs))
         for call in scalers:
-            if for_another_precision(index, aliases, paths, call):
+            if for_another_precision(index, aliases, paths, call) or _fallback(
+                index, call, scalers
+            ):
                 continue
             message = _message(context, call, autocasts, from_configs, chosen)
             yield Finding(call, when + message, related=related)
@@ -326,6 +331,13 @@ class LitModel(L.LightningModule):
             origin = f" (the GradScaler `{returner}` returns, {path}:{record.line})"
             message = _message(context, bound, autocasts, from_configs, chosen, origin)
             yield Finding(bound, when + message, related=related)
+
+
+def _fallback(index: ModuleIndex, call: cst.Call, scalers: list[cst.Call]) -> bool:
+    """``call`` is the other arm of ``GradScaler(...) if hasattr(torch.amp, "GradScaler") else
+    torch.cuda.amp.GradScaler(...)``: the same scaler on an older torch, reported once."""
+    parent = index.parent.get(call)
+    return isinstance(parent, cst.IfExp) and parent.orelse is call and parent.body in scalers
 
 
 def _config_bf16(

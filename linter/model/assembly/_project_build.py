@@ -2,8 +2,9 @@
 the ones that matter, from the cache when their content is unchanged.
 
 Which files are summarised is the pre-filter widened by the import graph: every file that
-mentions a rule's trigger word, every project file such a file imports, and every file that
-imports one (``main.py`` holding the loop around ``engine.train_one_epoch``). The import graph
+mentions a rule's trigger word, every project file such a file imports (through a package that
+re-exports the name, to the module defining it), and every file that imports one (``main.py``
+holding the loop around ``engine.train_one_epoch``). The import graph
 comes from a cheap textual scan, so files that matter for nothing are read but never parsed.
 The same set is summarised whether one file or the whole tree is linted, so both give the same
 findings for that file.
@@ -25,6 +26,7 @@ from linter.model.project import (
     SUMMARY_FORMAT,
     FactsStore,
     FileFacts,
+    ImportTarget,
     ModuleFiles,
     ModuleSummary,
     Project,
@@ -269,23 +271,67 @@ def _import_graph(
         entry = last.get(path)
         if (
             isinstance(entry, list)
-            and len(entry) == 2
+            and len(entry) == 3
             and entry[0] == fact.digest
             and isinstance(entry[1], list)
             and all(isinstance(t, str) and t in module_files.files for t in entry[1])
+            and isinstance(entry[2], dict)
+            and all(_digest(facts, p) == d for p, d in entry[2].items())
         ):
             targets = set(entry[1])
+            read = dict(entry[2])
         else:
             targets = set()
+            read = {}
             for module, level, names in fact.imports:
                 for name in names or (None,):
                     found = module_files.resolve(path, module, level, name, fact.sys_path)
                     if found is not None:
                         targets.add(found.path)
+                        targets |= _reexported(module_files, facts, found, read)
         graph[path] = targets
-        kept[path] = [fact.digest, sorted(targets)]
+        kept[path] = [fact.digest, sorted(targets), read]
     facts_store.memo["imports"] = {"files": files_key, "targets": kept}
     return graph
+
+
+def _reexported(
+    module_files: ModuleFiles,
+    facts: dict[str, FileFacts],
+    found: ImportTarget,
+    read: dict[str, str | None],
+    depth: int = 0,
+) -> set[str]:
+    """The files a package re-exports an imported name from: ``from flair.models import
+    LanguageModel`` names ``flair/models/__init__.py``, whose ``from .language_model import
+    LanguageModel`` names the file that defines it. Followed through packages only (a few
+    levels), and recorded in ``read`` with each package's digest: the answer changes with
+    them."""
+    name = found.attribute
+    if name is None or depth > _REEXPORT_DEPTH or os.path.basename(found.path) != "__init__.py":
+        return set()
+    package = facts.get(found.path)
+    read[found.path] = _digest(facts, found.path)
+    if package is None:
+        return set()
+    targets: set[str] = set()
+    for module, level, names in package.imports:
+        if names and name in names:
+            inner = module_files.resolve(found.path, module, level, name, package.sys_path)
+            if inner is not None and inner.path != found.path:
+                targets.add(inner.path)
+                targets |= _reexported(module_files, facts, inner, read, depth + 1)
+    return targets
+
+
+def _digest(facts: dict[str, FileFacts], path: str) -> str | None:
+    known = facts.get(path)
+    return known.digest if known is not None else None
+
+
+#: How many packages a re-exported name is followed through (``a/__init__`` -> ``a/b/__init__``
+#: -> the module).
+_REEXPORT_DEPTH = 3
 
 
 def _connected(imports: dict[str, set[str]], starts: Sequence[str]) -> set[str]:

@@ -16,7 +16,7 @@ project its `SummaryMaker`; analyses see the project through `ProjectQueries`.
 from __future__ import annotations
 
 from linter.model.project._file_facts import FactsStore, FileFacts, content_digest
-from linter.model.project._imports import ModuleFiles, scan_imports
+from linter.model.project._imports import ImportTarget, ModuleFiles, scan_imports
 from linter.model.project._module_context import (
     ForeignSite,
     ModuleContext,
@@ -75,6 +75,7 @@ __all__ = [
     "FoundRoot",
     "FunctionRecord",
     "ImportRecord",
+    "ImportTarget",
     "ModuleContext",
     "ModuleFiles",
     "ModuleSummary",

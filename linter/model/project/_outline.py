@@ -38,6 +38,7 @@ from linter.model.project._summary import (
     FunctionRecord,
     ImportRecord,
     ModuleSummary,
+    declared_class,
     graft_words,
     receiver_class,
 )
@@ -114,6 +115,8 @@ class _Walk:
     )
     classes: list[tuple[ast.ClassDef, _Place]] = field(default_factory=list)
     assigns: list[tuple[ast.Assign, _Place]] = field(default_factory=list)
+    #: ``self.x: Class = ...`` statements: the class an attribute declares.
+    annotated: list[tuple[ast.AnnAssign, _Place]] = field(default_factory=list)
     imports: list[ast.Import] = field(default_factory=list)
     from_imports: list[ast.ImportFrom] = field(default_factory=list)
     #: function -> its qualified name (None for a nested function).
@@ -155,6 +158,8 @@ class _Walk:
                 below = _Place(place.function, True, place.classes, place.outermost, place.nearest)
             elif kind is ast.Assign:
                 self.assigns.append((node, place))  # type: ignore[arg-type]  # by its type
+            elif kind is ast.AnnAssign:
+                self.annotated.append((node, place))  # type: ignore[arg-type]  # by its type
             elif kind is ast.Import:
                 self.imports.append(node)  # type: ignore[arg-type]  # by its type
                 continue  # its aliases hold nothing a summary reads
@@ -399,6 +404,11 @@ def _constructed(walked: _Walk) -> dict[tuple[_Scope, str], str | None]:
             scope = _enclosing_class(walked, place) if self_attribute else place.function
             key: tuple[_Scope, str] = (scope, name)
             found[key] = callee if found.get(key, callee) == callee else None
+    for statement, place in walked.annotated:
+        name = _dotted(statement.target)
+        declared = declared_class(_dotted(statement.annotation))
+        if name is not None and name.startswith("self.") and declared is not None:
+            found[(_enclosing_class(walked, place), name)] = declared
     return found
 
 

@@ -310,7 +310,8 @@ def qualified_name(index: Any, function: cst.FunctionDef) -> str | None:
 def constructed_receivers(index: Any) -> dict[tuple[cst.CSTNode | None, str], str | None]:
     """(scope, dotted target) -> the callee of the call assigned to it, when every assignment
     of it in that scope assigns a call of one callee (``None`` when they differ or one is not a
-    call). The scope is the function for plain names, the class for ``self.x``."""
+    call), or the class an annotated ``self.x: Class = ...`` declares. The scope is the
+    function for plain names, the class for ``self.x``."""
     found: dict[tuple[cst.CSTNode | None, str], str | None] = {}
     for assign in index.nodes(cst.Assign):
         value = assign.value
@@ -325,7 +326,22 @@ def constructed_receivers(index: Any) -> dict[tuple[cst.CSTNode | None, str], st
                 scope = index.enclosing_function(assign)
             key = (scope, name)
             found[key] = callee if found.get(key, callee) == callee else None
+    for statement in index.nodes(cst.AnnAssign):
+        name = dotted_name(statement.target)
+        declared = declared_class(dotted_name(statement.annotation.annotation))
+        if name is not None and name.startswith("self.") and declared is not None:
+            # `self.model: LanguageModel = model`: the class the attribute declares, whatever
+            # is assigned (flair's trainers are handed their model).
+            found[(index.enclosing_class(statement), name)] = declared
     return found
+
+
+def declared_class(annotation: str | None) -> str | None:
+    """``LanguageModel`` of ``self.model: LanguageModel = ...``: an annotation spelled as a
+    class (a capitalised, dotted name); None for ``Optional[...]``, strings, builtins."""
+    if annotation is None or not annotation.rpartition(".")[2][:1].isupper():
+        return None
+    return annotation
 
 
 def written_callee(call: cst.Call) -> str | None:

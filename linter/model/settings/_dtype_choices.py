@@ -324,14 +324,22 @@ def _compared(test: cst.BaseExpression) -> tuple[cst.BaseExpression, str] | None
 
 
 def _string_table(table: cst.Dict) -> dict[str, cst.BaseExpression] | None:
-    """A dict literal keyed by strings, as key -> value expression; None for any other key."""
+    """A dict literal keyed by strings, as key -> value expression; None for any other key. A
+    ``None`` key (the run without the flag, glue-factory's ``None: torch.float32``) is left
+    out: the keys looked up are the strings a flag takes, and its ``None`` default is none."""
     entries: dict[str, cst.BaseExpression] = {}
     for element in table.elements:
+        if isinstance(element, cst.DictElement) and _is_none(element.key):
+            continue
         name = string_value(element.key) if isinstance(element, cst.DictElement) else None
         if name is None:
             return None
         entries[name] = element.value
     return entries
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def dtype_choices(index: ModuleIndex) -> DtypeChoices:

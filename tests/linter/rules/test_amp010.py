@@ -415,3 +415,47 @@ def test_a_dtype_bound_by_if_statements_on_a_flag_is_chosen_by_the_flag() -> Non
     fp16_default = textwrap.dedent(source.replace('default="bf16"', 'default="fp16"'))
     [(line, _col, message)] = run_rule(GradScalerWithBf16Autocast, fp16_default)
     assert message.startswith("when run with --precision bf16, ")
+
+
+GLUE_FACTORY = """\
+import argparse
+
+import torch
+
+
+def train(args, model, loader, optimizer):
+    use_mp = args.mixed_precision is not None
+    scaler = (
+        torch.amp.GradScaler("cuda", enabled=use_mp)
+        if hasattr(torch.amp, "GradScaler")
+        else torch.cuda.amp.GradScaler(enabled=use_mp)
+    )
+    mp_dtype = {
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        None: torch.float32,  # we disable it anyway
+    }[args.mixed_precision]
+    for data in loader:
+        with torch.autocast("cuda", enabled=args.mixed_precision is not None, dtype=mp_dtype):
+            loss = model(data)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mixed_precision", "--mp", default=None, choices=["float16", "bfloat16"])
+"""
+
+
+def test_a_table_with_an_entry_for_the_run_without_the_flag_still_picks_by_the_flag() -> None:
+    # glue-factory's shape: `None: torch.float32` is the run with no --mp, autocast disabled.
+    found = run_rule(GradScalerWithBf16Autocast, GLUE_FACTORY)
+    assert [line for line, _c, _m in found] == [9]  # the fallback arm is the same scaler
+    assert found[0][2].startswith("when run with --mixed_precision bfloat16, ")
+    # A scaler on only for the fp16 choice is right on every run.
+    fp16_only = GLUE_FACTORY.replace(
+        "use_mp = args.mixed_precision is not None",
+        'use_mp = args.mixed_precision == "float16"',
+    )
+    assert lines(fp16_only) == []

@@ -184,3 +184,26 @@ def test_scanned_imports_round_trip_and_a_malformed_record_reads_as_none() -> No
     assert FACTS.imports == (("engine", 0, ("train_one_epoch",)),)
     assert FileFacts("d", True, '[["engine", "0", []]]').imports == ()
     assert FileFacts("d", True, "not json").imports == ()
+
+
+@pytest.mark.usefixtures("trusted_now")
+def test_a_package_that_re_exports_another_module_is_followed_again_when_edited(
+    tmp_path: Path,
+) -> None:
+    # The trainer imports the class through the package; which module defines it is the
+    # package's answer, so editing only the package changes the trainer's findings.
+    root = tmp_path / "reexport"
+    shutil.copytree(PROJECTS / "amp011_pos_model_method_saves_through_a_package_reexport", root)
+    (root / "pyproject.toml").write_text("")
+    cold = _lint(root)
+    assert ("trainer.py", 23, "AMP011") in cold
+    package = root / "lm" / "models" / "__init__.py"
+    text = package.read_text()
+    (root / "lm" / "models" / "stub.py").write_text(
+        "class LanguageModel:\n    def save_checkpoint(self, file, optimizer, epoch):\n"
+        "        pass\n"
+    )
+    package.write_text(text.replace("from .language_model import", "from .stub import"))
+    assert ("trainer.py", 23, "AMP011") not in _lint(root)
+    package.write_text(text)
+    assert _lint(root) == cold

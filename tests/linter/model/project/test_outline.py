@@ -86,6 +86,12 @@ class Base(object, *mixins, metaclass=Meta):
         other.run()
         raw.decode()
 
+    def declared(self, given):
+        self.y: Three = given
+        self.y.go_on()
+        self.z: Optional[Four] = given
+        self.z.stop()
+
     class Inner:
         def method(self):
             helper()
@@ -140,6 +146,17 @@ def test_an_outline_is_the_summary_less_its_reasons_on_tricky_shapes() -> None:
     assert ("NAME", '"plain"') in found.constants
     # Joined literals and f-strings are not plain strings to libcst: only "lib" is kept.
     assert found.sys_path == ("lib",)
+
+
+def test_an_annotated_attribute_declares_its_receivers_class() -> None:
+    # flair's `self.model: LanguageModel = model`: both parsers read the class it declares; an
+    # `Optional[...]` declares none.
+    found, expected = _outline_and_full("/p/tricky.py", TRICKY)
+    assert found is not None
+    for summary in (found, expected):
+        receivers = {c.callee: c.receiver_type for c in summary.calls}
+        assert receivers["self.y.go_on"] == "Three"
+        assert receivers["self.z.stop"] is None
 
 
 def test_a_folder_built_from_the_scripts_own_file_is_on_its_path() -> None:
