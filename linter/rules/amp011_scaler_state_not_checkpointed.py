@@ -37,9 +37,10 @@ class ScalerStateNotCheckpointed(Rule):
       built with keywords, `Snapshot(model_state=..., optimizer_state=...)`) counts as the dict
       of its fields, saved as it is or through `asdict(...)` / `._asdict()`; a checkpoint
       written as a folder of files (`torch.save(optimizer.state_dict(), ".../optimizer.pt")`
-      in a function that saves the model's weights too, by `save_pretrained` or a
-      `state_dict()`) is one, kept whole by a save of the scaler's state there; a save only a
-      TPU/XLA branch runs (`if using_tpu: xm.save(...)`) is left out;
+      in a function that saves the model's weights too, by `save_pretrained`, the Hugging Face
+      Trainer's `save_model` or a `state_dict()`) is one, kept whole by a save of the scaler's
+      state there; a save only a TPU/XLA branch runs (`if using_tpu: xm.save(...)`) is left
+      out;
     - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)` of a
       checkpoint's entry, or of a field of a record built from one) in a file that never
       restores the scaler's (no `scaler.load_state_dict(...)`, no read of a `"scaler"` key),

@@ -62,6 +62,9 @@ SAVER_NAME = re.compile(r"^(?!(before|after|on|pre|post)_)(\w+_)?save(_\w+)?$", 
 NOT_A_STATE_SAVER = frozenset(
     {"save_pretrained", "save_state", "save_model", "save_hyperparameters"}
 )
+#: Calls that write a model's weights into a folder (``model.save_pretrained(out)``, the Hugging
+#: Face Trainer's ``self.save_model(out)``): the model's part of a folder checkpoint.
+_MODEL_SAVERS = frozenset({"save_pretrained", "save_model"})
 #: Callee names of checkpointer classes built with the objects they checkpoint (fvcore's
 #: ``Checkpointer``, detectron2's ``DetectionCheckpointer``, ``FSDPCheckpointer``...).
 CHECKPOINTER_NAME = re.compile(r"^\w*Checkpointer$")
@@ -163,14 +166,15 @@ class Checkpoints:
         """A checkpoint saved as a folder of files (``optimizer.pt``, ``scheduler.pt`` beside
         the model's weights, as the Hugging Face Trainer writes them): the optimizer's state
         saved on its own, by a function that also saves a model's state (``save_pretrained``,
-        or a saver of a ``state_dict()``); the scaler's is kept if the function saves it too."""
+        ``save_model``, or a saver of a ``state_dict()``); the scaler's is kept if the function
+        saves it too."""
         function = self._index.enclosing_function(call)
         if function is None or not self._optimizer_state(None, saved):
             return None
         holds_model = holds_scaler = False
         for other in self._calls(function):
             name = last_part(dotted_name(other.func) or "")
-            if name == "save_pretrained":
+            if name in _MODEL_SAVERS:
                 holds_model = True
             elif other is not call and SAVER_NAME.search(name) and other.args:
                 value = other.args[0].value

@@ -387,6 +387,11 @@ def test_a_checkpoint_written_as_a_folder_of_files_is_a_resume_checkpoint() -> N
         'torch.save(model.state_dict(), os.path.join(output_dir, "weights.bin"))',
     )
     assert lines(weights) == [12]
+    # SimCSE's `_save_checkpoint` override: the Hugging Face Trainer's `self.save_model(out)`.
+    trainer = FOLDER_CHECKPOINT.replace(
+        "model.save_pretrained(output_dir)", "trainer.save_model(output_dir)"
+    )
+    assert lines(trainer) == [12]
 
 
 def test_a_folder_checkpoint_with_the_scalers_file_or_without_the_model_is_not_reported() -> None:
