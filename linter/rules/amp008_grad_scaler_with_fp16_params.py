@@ -98,13 +98,15 @@ class GradScalerWithFp16Params(Rule):
     A switch that only some runs turn on is reported with the condition first: a
     `--mixed_precision` flag with `"fp16"` among its `choices` ("when run with
     --mixed_precision fp16, ..."), and a scaler enabled by the very flag the cast hangs on —
-    `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)`, the shape left behind
-    when apex's `FP16_Optimizer` is swapped for a GradScaler ("when `args.fp16` is true, ...").
-    A dtype a conditional picks, fp16 in one arm only
-    (`from_pretrained(..., torch_dtype=torch.float16 if cfg.use_fp16 else "auto")`,
-    `.to(torch.float16 if args.fp16 else torch.float32)`), is a cast under that condition, as
-    `if cfg.use_fp16: model.half()` is: reported beside a scaler on for those runs, quiet beside
-    one only the other runs build.
+    `if args.fp16: model.half()` beside `GradScaler(enabled=args.fp16)` or
+    `TrainingArguments(fp16=args.fp16)`, the shape left behind when apex's `FP16_Optimizer` is
+    swapped for a GradScaler ("when `args.fp16` is true, ..."). A dtype a conditional picks,
+    fp16 in one arm only (`from_pretrained(..., torch_dtype=torch.float16 if cfg.use_fp16 else
+    "auto")`, `.to(torch.float16 if args.fp16 else torch.float32)`, a name bound to such a
+    conditional, or bound to fp16 in one branch of an `if`/`elif` chain — `if args.bf16:
+    torch_dtype = torch.bfloat16 elif args.fp16: torch_dtype = torch.float16 else: ...`), is a
+    cast under that condition, as `if cfg.use_fp16: model.half()` is: reported beside a scaler
+    on for those runs, quiet beside one only the other runs build.
     A cast to a dtype a flag picks — `model.to(dtype=ptdtype)` with nanoGPT's
     `ptdtype = {...}[args.dtype]`, a conditional on the flag, the flag itself, diffusers'
     `weight_dtype = torch.float32` then `if accelerator.mixed_precision == "fp16":

@@ -257,14 +257,16 @@ class Bf16Origins:
             return None
         arguments = [a for a in node.args if a.keyword is None or a.keyword.value == "dtype"]
         for argument in arguments:
-            picked = self._conditional_dtype(node, argument.value, "cast")
-            if picked is not None:
-                return picked
+            # The flag's own words first ("when run with --mixed_precision fp16"), then the
+            # test that picks the dtype.
             options = self._choices.of(argument.value)
             run = options.first(FP16) if options is not None else None
             if run is not None:
                 description = f"cast to {DTYPE_WORDS[FP16]}"
                 return Bf16Origin(node, description, kind="cast", when=run.when, facts=run.facts)
+            picked = self._conditional_dtype(node, argument.value, "cast")
+            if picked is not None:
+                return picked
         return None
 
     def _conditional_dtype(
@@ -274,7 +276,14 @@ class Bf16Origins:
         the other (``torch.float16 if cfg.use_fp16 else "auto"``): the same as casting under
         ``if cfg.use_fp16:``, an origin on the runs where the test says so. For bf16 such a
         pick is one switch driving both sides (AMP002 pairs nothing on it)."""
-        if self.target != FP16 or not isinstance(value, cst.IfExp):
+        if self.target != FP16:
+            return None
+        if isinstance(value, cst.Name):
+            bound = self._constants.bound_value(value)
+            if not isinstance(bound, cst.IfExp):
+                return self._dtype_by_branch(node, value, kind)
+            value = bound
+        if not isinstance(value, cst.IfExp):
             return None
         arms = (self.dtype(value.body), self.dtype(value.orelse))
         if arms.count(FP16) != 1:
@@ -284,6 +293,34 @@ class Bf16Origins:
         if not facts:
             return None
         code = self._index.module.code_for_node(value.test)
+        description = "loaded as float16" if kind == "loaded" else "cast to float16"
+        when = f"when `{code}` is {'true' if holds else 'false'}"
+        return Bf16Origin(node, description, kind=kind, when=when, facts=facts)
+
+    def _dtype_by_branch(self, node: cst.CSTNode, name: cst.Name, kind: str) -> Bf16Origin | None:
+        """(fp16 only.) A dtype name the branches of its function bind, fp16 in one arm only
+        (tevatron's ``if training_args.bf16: torch_dtype = torch.bfloat16 elif
+        training_args.fp16: torch_dtype = torch.float16 else: torch_dtype = torch.float32``): as
+        the conditional above, an origin on the runs that take that arm."""
+        function = self._index.enclosing_function(name)
+        bindings = [
+            assign
+            for assign in self._index.nodes(cst.Assign)
+            if self._index.enclosing_function(assign) is function
+            and any(dotted_name(t.target) == name.value for t in assign.targets)
+            and self._paths.precedes_in_source(assign, node)
+        ]
+        dtypes = [self.dtype(assign.value) for assign in bindings]
+        if len(bindings) < 2 or None in dtypes or dtypes.count(FP16) != 1:
+            return None
+        chosen = bindings[dtypes.index(FP16)]
+        facts = self._paths.conditions(chosen)
+        arm = next(self._paths.arms(chosen), None)
+        if not facts or arm is None:
+            return None
+        statement, branch = arm
+        holds = branch is statement.body
+        code = self._index.module.code_for_node(statement.test)
         description = "loaded as float16" if kind == "loaded" else "cast to float16"
         when = f"when `{code}` is {'true' if holds else 'false'}"
         return Bf16Origin(node, description, kind=kind, when=when, facts=facts)

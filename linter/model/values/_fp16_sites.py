@@ -15,7 +15,15 @@ from collections.abc import Iterator
 import libcst as cst
 
 from linter.model.settings import SwitchOn
-from linter.model.syntax import FP16, descendants, dotted_name, keyword, last_part, positional
+from linter.model.syntax import (
+    FP16,
+    Fact,
+    descendants,
+    dotted_name,
+    keyword,
+    last_part,
+    positional,
+)
 from linter.model.values._fp16_scaler_sites import ScalerSites
 from linter.model.values._fp16_site_search import (
     Fp16Site,
@@ -174,8 +182,16 @@ class Fp16Sites(ScalerSites):
             if name is None or last_part(name) not in TRAINING_ARGUMENTS:
                 continue
             fp16 = keyword(call, "fp16")
-            switch = self.switches.truthy(fp16.value) if fp16 is not None else None
-            if fp16 is None or switch is None:
+            if fp16 is None:
+                continue
+            switch = self.switches.truthy(fp16.value)
+            requires: frozenset[Fact] = frozenset()
+            if switch is None and self.runtime_flags:
+                # `fp16=args.fp16`, as `GradScaler(enabled=args.fp16)`: on where that flag is.
+                requires = self.paths.facts.of_test(fp16.value, True)
+                code = self.context.module.code_for_node(fp16.value)
+                switch = SwitchOn(requires, f"when `{code}` is true") if requires else None
+            if switch is None:
                 continue
             bound = assigned_name(self.index, call)
             for trainer in self.calls:
@@ -199,6 +215,7 @@ class Fp16Sites(ScalerSites):
                         switch.facts,
                         loss_scaling=True,
                         through=((trainer, "its optimizer steps through a GradScaler"),),
+                        requires=requires,
                         checkpoint=checkpoint,
                     )
                     break

@@ -107,7 +107,6 @@ def test_a_scaler_switched_by_a_conditional_expression_counts_as_one_switched_by
         'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float32)',
         'model = AutoModelForCausalLM.from_pretrained("gpt2", revision="fp16")',
         'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=dtype)',
-        "dtype = torch.float16 if args.fp16 else torch.float32\nmodel = Net().to(dtype)",
         'model = AutoModelForCausalLM.from_pretrained("gpt2", torch_dtype=torch.float16, '
         "load_in_8bit=True)",
         "model = Net().half()\nmodel.requires_grad_(False)",
@@ -880,3 +879,58 @@ def test_an_fp32_cast_after_the_training_loop_restores_nothing_for_training(
     # diffusers' Sana trainer casts the model it trains back to fp32 only to save it.
     source = SCALER_LOOP.format(setup="model = Net().half()") + after + "\n"
     assert lines(source) == expected
+
+
+FLAG_PICKED_DTYPE = """\
+import torch
+from transformers import AutoModel, Trainer, TrainingArguments
+
+
+def main(args):
+    if args.bf16:
+        torch_dtype = torch.bfloat16
+    elif args.fp16:
+        torch_dtype = torch.float16
+    else:
+        torch_dtype = torch.float32
+    load_kwargs = {"cache_dir": args.cache_dir, "torch_dtype": torch_dtype}
+    model = AutoModel.from_pretrained(args.name, **load_kwargs)
+    training_args = TrainingArguments(output_dir="out", fp16=args.fp16, bf16=args.bf16)
+    trainer = Trainer(model=model, args=training_args, train_dataset=None)
+    trainer.train()
+"""
+
+
+def test_a_dtype_the_branches_pick_by_the_flag_the_trainer_reads_is_reported_under_it() -> None:
+    # tevatron's shape: the `--fp16` run loads the model in fp16 and trains it with a scaler.
+    found = run_rule(GradScalerWithFp16Params, FLAG_PICKED_DTYPE)
+    assert [line for line, _c, _m in found] == [12]
+    assert found[0][2].startswith("when `args.fp16` is true, `model` is loaded as float16")
+    bound_once = FLAG_PICKED_DTYPE.replace(
+        """    if args.bf16:
+        torch_dtype = torch.bfloat16
+    elif args.fp16:
+        torch_dtype = torch.float16
+    else:
+        torch_dtype = torch.float32
+""",
+        "    torch_dtype = torch.float16 if args.fp16 else torch.float32\n",
+    )
+    assert lines(bound_once) == [7]  # the dict entry that hands the dtype on
+    # A name bound to the conditional is that conditional: `.to(dtype)` beside an always-on
+    # scaler is an fp16 cast on the --fp16 runs, as `.to(torch.float16 if args.fp16 else ...)`.
+    named = SCALER_LOOP.format(
+        setup="dtype = torch.float16 if args.fp16 else torch.float32\nmodel = Net().to(dtype)"
+    )
+    [(_line, _column, message)] = findings(named)
+    assert message.startswith("when `args.fp16` is true, ")
+
+
+def test_a_dtype_and_a_trainer_switched_by_different_flags_are_not_paired() -> None:
+    other_flag = FLAG_PICKED_DTYPE.replace("fp16=args.fp16,", "fp16=args.mixed,")
+    assert lines(other_flag) == []
+    # Only bf16 and fp32 among the branches: no fp16 load at all.
+    no_fp16 = FLAG_PICKED_DTYPE.replace(
+        "torch_dtype = torch.float16", "torch_dtype = torch.float32"
+    )
+    assert lines(no_fp16) == []
