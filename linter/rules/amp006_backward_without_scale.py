@@ -75,7 +75,9 @@ class BackwardWithoutScale(Rule):
       `manual_backward`, DeepSpeed's `engine.backward(loss)`.
 
     A scaler created `GradScaler(enabled=args.amp)` still scales when the flag is on, so an
-    unconditional plain backward is reported, with the switch named in the message.
+    unconditional plain backward is reported, with the switch named in the message. A scaler
+    built under the script's `if __name__ == "__main__":` is built on every run: the plain arm
+    of `if use_fp16:` that reaches its step is reported.
 
     ## Why is this bad?
     `scaler.step(optimizer)` first unscales: it divides every gradient of the optimizer by the

@@ -73,7 +73,8 @@ class ScalerSwitches:
                 return None
             if enabled == DISABLED:
                 continue
-            facts = self._facts.conditions(value)
+            # `if __name__ == "__main__":` is the script's entry, taken on every run of it.
+            facts = frozenset(f for f in self._facts.conditions(value) if f.subject != "__name__")
             if isinstance(enabled, cst.BaseExpression):
                 switches.append(Switch(facts | self._facts.facts.of_test(enabled, True), enabled))
             else:

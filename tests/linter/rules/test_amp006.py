@@ -735,3 +735,31 @@ def test_reduction_of_the_unscaled_name_is_still_reported() -> None:
         """
     assert lines(source) == [7]
     assert "scaler.scale(per_sample.mean()).backward()" in fixed(source)
+
+
+MAIN_GUARD = """\
+import torch
+
+if __name__ == "__main__":
+    scaler = torch.cuda.amp.GradScaler()
+    for i, batch in enumerate(loader):
+        loss = model(batch)
+        if use_fp16:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (1 + i) % accumulation_steps == 0:
+            scaler.step(optimizer)
+            scaler.update()
+"""
+
+
+def test_a_scaler_built_under_the_main_guard_is_on_for_every_run() -> None:
+    # matchmaker's shape: the fp32 arm's plain backward reaches the always-on scaler's step.
+    assert lines(MAIN_GUARD) == [10]
+    # A scaler the fp16 switch builds is off on the runs that take the plain arm.
+    switched = MAIN_GUARD.replace(
+        "    scaler = torch.cuda.amp.GradScaler()\n",
+        "    if use_fp16:\n        scaler = torch.cuda.amp.GradScaler()\n",
+    )
+    assert lines(switched) == []
