@@ -283,9 +283,15 @@ for batch in loader:
         counted = {call: scope for scope in by_scope for call in schedulers.counted_steps(scope)}
         for call in [*schedulers.steps(), *counted]:
             scope = counted.get(call) or model.scope_of(call)
-            while isinstance(scope, cst.For | cst.While) and scope not in by_scope:
+            while (
+                isinstance(scope, cst.For | cst.While)
+                and scope not in by_scope
+                and not is_epoch_loop(scope)
+                and not any(scope in index.ancestors(inner) for inner in by_scope)
+            ):
                 # A loop inside the iteration that repeats the scheduler's step (`for _ in
-                # range(accum): scheduler.step()`) runs on every iteration too.
+                # range(accum): scheduler.step()`) runs on every iteration too; a loop around
+                # iterations of its own (an epoch's) does not.
                 outer = model.scope_of(scope)
                 if outer not in by_scope:
                     break

@@ -194,6 +194,23 @@ def test_a_loop_that_repeats_the_schedulers_step_runs_every_iteration() -> None:
     assert lines(source) == [9]
     renamed = source.replace("scheduler", "lr_sched").replace("accumulate_grad_steps", "k")
     assert lines(renamed) == [9]
+    # An epoch loop around a batch loop of its own is no such loop, even where the module
+    # itself steps (found by the property test of generated programs).
+    per_epoch = """\
+    def train_step(batch):
+        scaler.step(optimizer)
+
+
+    for s in scalers:
+        train_step(batch)
+    for epoch in range(epochs):
+        for batch in loader:
+            scaler.scale(model(batch).loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        scheduler.step()
+    """
+    assert lines(per_epoch) == []
 
 
 def test_a_scheduler_a_framework_returns_elsewhere_is_another_variable() -> None:
