@@ -150,8 +150,9 @@ class Project(CallGraph):
         """The project class of the object every caller of ``function`` passes as its
         parameter ``name`` (``train_one_epoch(..., loss_scaler, ...)`` where each caller, in
         another module, built ``loss_scaler = NativeScaler()``), as (path, class); None when a
-        caller is in this module or at a module's top level, passes something else, or two
-        callers pass objects of different classes: unknown stays unknown."""
+        caller is in this module, passes something else, or two callers pass objects of
+        different classes, or when no caller is known: unknown stays unknown. (Calls at a
+        module's top level are not summarised: such a caller is not seen.)"""
         if parameter_position(function, name) is None:
             return None
         index = module_index(context)
