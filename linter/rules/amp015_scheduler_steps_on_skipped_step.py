@@ -280,7 +280,7 @@ for batch in loader:
             for iteration in model.iterations
             if iteration.of(Kind.SCALER_STEP)
         }
-        counted = {call: scope for scope in by_scope for call in schedulers.counted_steps(scope)}
+        counted = schedulers.counted_steps(by_scope)
         for call in [*schedulers.steps(), *counted]:
             scope = counted.get(call) or model.scope_of(call)
             while (

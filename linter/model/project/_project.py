@@ -74,6 +74,11 @@ class _GraftedTrees:
     )
     #: (path, qualname) -> the parsed caller's function and its code nodes.
     caller_nodes: dict[tuple[str, str], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
+    #: (path, qualname, parameter) -> the class its callers pass (`Project.passed_class`), and
+    #: the summaries that answer read.
+    passed: dict[tuple[str, str, str], tuple[tuple[str, str] | None, frozenset[str]]] = field(
+        default_factory=dict
+    )
 
 
 #: One call of a function in a function of another module: the caller's path, record, parsed
@@ -160,7 +165,14 @@ class Project(CallGraph):
         path = os.path.abspath(context.path)
         if qualname is None:
             return None
-        # Not memoised: each answer must mark the summaries it read as used (the cache key).
+        key = (path, qualname, name)
+        known = self._trees.passed.get(key)
+        if known is not None:
+            # Asked again (another call of the parameter, another rule): the summaries the
+            # answer read are used again, as they key the cached result.
+            self.used |= known[1]
+            return known[0]
+        outer, self.used = self.used, set()  # what this answer reads, whatever was read before
         found: set[tuple[str, str] | None] = set()
         callers = self.callers(FunctionRef(path, qualname))
         seen = 0
@@ -168,7 +180,11 @@ class Project(CallGraph):
             seen += 1
             value = argument_for(call, function, name) if call is not None else None
             found.add(self._class_built(caller_path, nodes, value))
-        return found.pop() if seen == len(callers) and len(found) == 1 else None
+        answer = found.pop() if seen == len(callers) and len(found) == 1 else None
+        read, self.used = frozenset(self.used), outer
+        self.used |= read
+        self._trees.passed[key] = (answer, read)
+        return answer
 
     def _class_built(
         self, path: str, nodes: tuple[cst.CSTNode, ...], value: cst.BaseExpression | None

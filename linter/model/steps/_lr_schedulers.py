@@ -31,7 +31,6 @@ from linter.model.steps._step_guards import ACCUMULATION_WORDS, classify_guard, 
 from linter.model.syntax import (
     ImportAliases,
     ModuleIndex,
-    descendants,
     dotted_name,
     import_aliases,
     last_part,
@@ -147,32 +146,43 @@ class LrSchedulers:
             if not call.args and self.is_scheduler(call.func.value):  # type: ignore[attr-defined]
                 yield call
 
-    def counted_steps(self, scope: cst.CSTNode) -> Iterator[cst.Call]:
-        """``<scheduler>.step(counter)`` calls under ``scope`` (an iteration's loop or function)
-        fed a counter that advances on every pass of it: a name ``scope`` increments
-        (``self.stats.steps += 1``, joeynmt) or the loop's own index (``for i, batch in
-        enumerate(loader)``). Such a scheduler advances as one stepped without an argument
+    def counted_steps(self, scopes: Iterable[cst.CSTNode]) -> dict[cst.Call, cst.CSTNode]:
+        """``<scheduler>.step(counter)`` calls, each with the one of ``scopes`` (iterations'
+        loops or functions) around it whose passes advance the counter: a name the scope
+        increments (``self.stats.steps += 1``, joeynmt) or the loop's own index (``for i, batch
+        in enumerate(loader)``). Such a scheduler advances as one stepped without an argument
         does; a metric (``step(val_loss)``) or an epoch (``step(epoch)``) does not."""
-        counters = {
-            name
-            for node in descendants(scope)
-            if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign)
-            if (name := dotted_name(node.target)) is not None
-        }
-        index_name = _loop_index(scope)
-        if index_name is not None:
-            counters.add(index_name)
-        for node in descendants(scope):
-            if (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value == "step"
-                and len(node.args) == 1
-                and not node.args[0].keyword
-                and dotted_name(node.args[0].value) in counters
-                and self.is_scheduler(node.func.value)
-            ):
-                yield node
+        candidates = [
+            call
+            for call in self._index.calls_named(".step")
+            if len(call.args) == 1
+            and not call.args[0].keyword
+            and not call.args[0].star
+            and dotted_name(call.args[0].value) is not None
+            and self.is_scheduler(call.func.value)  # type: ignore[attr-defined]
+        ]
+        if not candidates:
+            return {}
+        wanted = set(scopes)
+        increments = [
+            node
+            for node in self._index.nodes(cst.AugAssign)
+            if isinstance(node.operator, cst.AddAssign)
+        ]
+        found: dict[cst.Call, cst.CSTNode] = {}
+        for call in candidates:
+            counter = dotted_name(call.args[0].value)
+            for scope in self._index.ancestors(call):
+                if scope not in wanted:
+                    continue
+                bumped = any(
+                    dotted_name(node.target) == counter and scope in self._index.ancestors(node)
+                    for node in increments
+                )
+                if bumped or counter == _loop_index(scope):
+                    found[call] = scope
+                break
+        return found
 
     def reads_skip_signal(self, node: cst.CSTNode) -> bool:
         """``node`` reads whether a step was skipped: a scaler's scale or skip flag,

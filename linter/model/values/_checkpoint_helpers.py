@@ -33,16 +33,20 @@ def checkpoint_helpers(
     if project is None:
         return []
     dicts = _dict_names(index)
+    dict_names = {name for _function, name in dicts}
     found = []
     for call in index.nodes(cst.Call):
         callee = dotted_name(call.func) or ""
         passes_optimizer = any(
             (name := dotted_name(arg.value)) is not None and is_optimizer(name) for arg in call.args
         )
-        hands_a_dict = any(
-            isinstance(arg.value, cst.Name)
-            and (index.enclosing_function(call), arg.value.value) in dicts
+        handed = [
+            arg.value.value
             for arg in call.args
+            if isinstance(arg.value, cst.Name) and arg.value.value in dict_names
+        ]
+        hands_a_dict = bool(handed) and any(
+            (index.enclosing_function(call), name) in dicts for name in handed
         )
         if passes_optimizer or hands_a_dict or _HELPER_NAME.search(last_part(callee)):
             grafted = project.graft(context, call, _HELPER_WORDS)

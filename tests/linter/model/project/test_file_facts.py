@@ -207,3 +207,22 @@ def test_a_package_that_re_exports_another_module_is_followed_again_when_edited(
     assert ("trainer.py", 23, "AMP011") not in _lint(root)
     package.write_text(text)
     assert _lint(root) == cold
+
+
+@pytest.mark.usefixtures("trusted_now")
+def test_an_edited_caller_that_hands_a_parameter_another_object_is_read_again(
+    tmp_path: Path,
+) -> None:
+    # What the engine's `amp_helper` is comes from its callers' summaries: a caller that starts
+    # passing something else makes the engine's read unknown, though engine.py is unchanged.
+    root = tmp_path / "wrapper"
+    shutil.copytree(PROJECTS / "amp001_pos_wrapper_parameter_passed_by_every_caller", root)
+    (root / "pyproject.toml").write_text("")
+    cold = _lint(root)
+    assert ("engine.py", 12, "AMP001") in cold
+    caller = root / "finetune.py"
+    text = caller.read_text()
+    caller.write_text(text.replace("helper = LossScalerWithNorm()", "helper = object()"))
+    assert ("engine.py", 12, "AMP001") not in _lint(root)
+    caller.write_text(text)
+    assert _lint(root) == cold
