@@ -22,6 +22,7 @@ from linter.model.project._summary import (
     GENERIC_METHOD_NAMES,
     CallRecord,
     FunctionRecord,
+    declared_class,
     qualified_name,
 )
 from linter.model.syntax import MAX_CALL_DEPTH, module_index
@@ -72,7 +73,7 @@ class CallGraph(ProjectIndex):
             if owner is not None:
                 method = self.method(*owner, callee.rpartition(".")[2])
                 return [method] if method is not None else []
-            if record.receiver_type.rpartition(".")[2][:1].isupper():
+            if declared_class(record.receiver_type) is not None:
                 # `task = Task()` or `task: Task` of a class no summary holds (another
                 # library's, or a module without AMP code): not whichever project method shares
                 # the name.

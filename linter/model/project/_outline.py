@@ -382,8 +382,7 @@ def _written_callee(call: ast.Call) -> str | None:
 def _built_in_place(node: ast.AST) -> str | None:
     if not isinstance(node, ast.Call):
         return None
-    name = _dotted(node.func)
-    return name if name is not None and name.rpartition(".")[2][:1].isupper() else None
+    return declared_class(_dotted(node.func))
 
 
 _Scope = ast.AST | None

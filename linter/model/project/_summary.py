@@ -337,8 +337,9 @@ def constructed_receivers(index: Any) -> dict[tuple[cst.CSTNode | None, str], st
 
 
 def declared_class(annotation: str | None) -> str | None:
-    """``LanguageModel`` of ``self.model: LanguageModel = ...``: an annotation spelled as a
-    class (a capitalised, dotted name); None for ``Optional[...]``, strings, builtins."""
+    """``LanguageModel`` of ``self.model: LanguageModel = ...`` or of ``LanguageModel(...)``: a
+    name spelled as a class (capitalised, perhaps dotted); None for anything else
+    (``Optional[...]``, a string, a builtin, a lower-case builder that may return anything)."""
     if annotation is None or not annotation.rpartition(".")[2][:1].isupper():
         return None
     return annotation
@@ -359,8 +360,7 @@ def _built_in_place(node: cst.BaseExpression) -> str | None:
     lower-case ``build_model(cfg)`` may return anything)."""
     if not isinstance(node, cst.Call):
         return None
-    name = dotted_name(node.func)
-    return name if name is not None and name.rpartition(".")[2][:1].isupper() else None
+    return declared_class(dotted_name(node.func))
 
 
 def receiver_type(

@@ -24,6 +24,7 @@ from linter.model.syntax import (
     FP16,
     FP32,
     MAX_CALL_DEPTH,
+    Fact,
     ImportAliases,
     ModuleIndex,
     PathFacts,
@@ -290,12 +291,7 @@ class Bf16Origins:
             return None
         holds = arms[0] == FP16
         facts = self._paths.facts.of_test(value.test, holds)
-        if not facts:
-            return None
-        code = self._index.module.code_for_node(value.test)
-        description = "loaded as float16" if kind == "loaded" else "cast to float16"
-        when = f"when `{code}` is {'true' if holds else 'false'}"
-        return Bf16Origin(node, description, kind=kind, when=when, facts=facts)
+        return self._picked_fp16(node, value.test, holds, kind, facts) if facts else None
 
     def _dtype_by_branch(self, node: cst.CSTNode, name: cst.Name, kind: str) -> Bf16Origin | None:
         """(fp16 only.) A dtype name the branches of its function bind, fp16 in one arm only
@@ -319,8 +315,18 @@ class Bf16Origins:
         if not facts or arm is None:
             return None
         statement, branch = arm
-        holds = branch is statement.body
-        code = self._index.module.code_for_node(statement.test)
+        return self._picked_fp16(node, statement.test, branch is statement.body, kind, facts)
+
+    def _picked_fp16(
+        self,
+        node: cst.CSTNode,
+        test: cst.BaseExpression,
+        holds: bool,
+        kind: str,
+        facts: frozenset[Fact],
+    ) -> Bf16Origin:
+        """An fp16 load or cast on the runs where ``test`` is ``holds``."""
+        code = self._index.module.code_for_node(test)
         description = "loaded as float16" if kind == "loaded" else "cast to float16"
         when = f"when `{code}` is {'true' if holds else 'false'}"
         return Bf16Origin(node, description, kind=kind, when=when, facts=facts)

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from linter.model.settings import SwitchOn
 from linter.model.syntax import (
     BF16,
     FP16,
@@ -46,10 +45,9 @@ class ScalerSites(Fp16SiteSearch):
             enabled = self._enabled(call)
             requires: frozenset[Fact] = frozenset()
             flag = keyword(call, "enabled")
-            if enabled is None and self.runtime_flags and flag is not None:
-                requires = self.paths.facts.of_test(flag.value, True)
-                code = self.context.module.code_for_node(flag.value)
-                enabled = SwitchOn(requires, f"when `{code}` is true") if requires else None
+            if enabled is None and flag is not None:
+                enabled = self._runtime_switch(flag.value)
+                requires = enabled.facts if enabled is not None else requires
             if scaler is None or enabled is None:
                 continue
             if self.origins.target == BF16:

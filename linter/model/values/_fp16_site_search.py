@@ -233,6 +233,16 @@ class Fp16SiteSearch:
                 name = name.rpartition(".")[0]
         return None
 
+    def _runtime_switch(self, flag: cst.BaseExpression) -> SwitchOn | None:
+        """(Only with ``runtime_flags``.) A switch on a flag the linter cannot evaluate
+        (``GradScaler(enabled=args.fp16)``, ``TrainingArguments(fp16=args.fp16)``): on the runs
+        where that flag is true, its facts the site's ``requires``."""
+        if not self.runtime_flags:
+            return None
+        requires = self.paths.facts.of_test(flag, True)
+        code = self.context.module.code_for_node(flag)
+        return SwitchOn(requires, f"when `{code}` is true") if requires else None
+
     def _enabled(self, call: cst.Call) -> SwitchOn | None:
         """No ``enabled=``, or one that is on (``enabled=torch.cuda.is_available()``)."""
         enabled = keyword(call, "enabled")

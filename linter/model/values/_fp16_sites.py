@@ -186,11 +186,10 @@ class Fp16Sites(ScalerSites):
                 continue
             switch = self.switches.truthy(fp16.value)
             requires: frozenset[Fact] = frozenset()
-            if switch is None and self.runtime_flags:
+            if switch is None:
                 # `fp16=args.fp16`, as `GradScaler(enabled=args.fp16)`: on where that flag is.
-                requires = self.paths.facts.of_test(fp16.value, True)
-                code = self.context.module.code_for_node(fp16.value)
-                switch = SwitchOn(requires, f"when `{code}` is true") if requires else None
+                switch = self._runtime_switch(fp16.value)
+                requires = switch.facts if switch is not None else requires
             if switch is None:
                 continue
             bound = assigned_name(self.index, call)

@@ -186,27 +186,46 @@ def test_scanned_imports_round_trip_and_a_malformed_record_reads_as_none() -> No
     assert FileFacts("d", True, "not json").imports == ()
 
 
+def _edit_drops_then_restores(
+    tmp_path: Path, fixture: str, edited: str, old: str, new: str, finding: tuple[str, int, str]
+) -> None:
+    """Lint a copy of project ``fixture``; replace ``old`` by ``new`` in its file ``edited``:
+    ``finding`` is gone; put the file back: the first run's findings return. Files written
+    into the copy's folder beforehand stay."""
+    root = tmp_path / fixture
+    shutil.copytree(PROJECTS / fixture, root, dirs_exist_ok=True)
+    (root / "pyproject.toml").write_text("")
+    cold = _lint(root)
+    assert finding in cold
+    path = root / edited
+    text = path.read_text()
+    path.write_text(text.replace(old, new))
+    assert finding not in _lint(root)
+    path.write_text(text)
+    assert _lint(root) == cold
+
+
 @pytest.mark.usefixtures("trusted_now")
 def test_a_package_that_re_exports_another_module_is_followed_again_when_edited(
     tmp_path: Path,
 ) -> None:
     # The trainer imports the class through the package; which module defines it is the
     # package's answer, so editing only the package changes the trainer's findings.
-    root = tmp_path / "reexport"
-    shutil.copytree(PROJECTS / "amp011_pos_model_method_saves_through_a_package_reexport", root)
-    (root / "pyproject.toml").write_text("")
-    cold = _lint(root)
-    assert ("trainer.py", 23, "AMP011") in cold
-    package = root / "lm" / "models" / "__init__.py"
-    text = package.read_text()
-    (root / "lm" / "models" / "stub.py").write_text(
+    fixture = "amp011_pos_model_method_saves_through_a_package_reexport"
+    stub = tmp_path / fixture / "lm" / "models" / "stub.py"
+    stub.parent.mkdir(parents=True)
+    stub.write_text(
         "class LanguageModel:\n    def save_checkpoint(self, file, optimizer, epoch):\n"
         "        pass\n"
     )
-    package.write_text(text.replace("from .language_model import", "from .stub import"))
-    assert ("trainer.py", 23, "AMP011") not in _lint(root)
-    package.write_text(text)
-    assert _lint(root) == cold
+    _edit_drops_then_restores(
+        tmp_path,
+        fixture,
+        "lm/models/__init__.py",
+        "from .language_model import",
+        "from .stub import",
+        ("trainer.py", 23, "AMP011"),
+    )
 
 
 @pytest.mark.usefixtures("trusted_now")
@@ -215,14 +234,11 @@ def test_an_edited_caller_that_hands_a_parameter_another_object_is_read_again(
 ) -> None:
     # What the engine's `amp_helper` is comes from its callers' summaries: a caller that starts
     # passing something else makes the engine's read unknown, though engine.py is unchanged.
-    root = tmp_path / "wrapper"
-    shutil.copytree(PROJECTS / "amp001_pos_wrapper_parameter_passed_by_every_caller", root)
-    (root / "pyproject.toml").write_text("")
-    cold = _lint(root)
-    assert ("engine.py", 12, "AMP001") in cold
-    caller = root / "finetune.py"
-    text = caller.read_text()
-    caller.write_text(text.replace("helper = LossScalerWithNorm()", "helper = object()"))
-    assert ("engine.py", 12, "AMP001") not in _lint(root)
-    caller.write_text(text)
-    assert _lint(root) == cold
+    _edit_drops_then_restores(
+        tmp_path,
+        "amp001_pos_wrapper_parameter_passed_by_every_caller",
+        "finetune.py",
+        "helper = LossScalerWithNorm()",
+        "helper = object()",
+        ("engine.py", 12, "AMP001"),
+    )
