@@ -21,9 +21,10 @@ from linter.model.values import TRAINING_ARGUMENTS, Fp16Site, Fp16Sites, Fp32Tra
 
 #: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")
-#: Text of a switch that brings a GradScaler.
+#: Text of a switch that brings a GradScaler (``HfArgumentParser``: a parsed ``--fp16``).
 _LOSS_SCALING_TEXT = re.compile(
     r"GradScaler|fp16\s*=|mixed_precision|precision\s*=\s*[\"']?16(?!-true)|Accelerator\s*\("
+    r"|HfArgumentParser"
 )
 
 #: Functions that run before training and hand on what they build, where a cast of a model
@@ -49,7 +50,9 @@ class GradScalerWithFp16Params(Rule):
     `**model_kwargs` dict that says so) — whose parameters are trained through a GradScaler:
     an optimizer over `model.parameters()` (directly, in a parameter-group list, through
     `filter(lambda p: p.requires_grad, ...)`) that `scaler.step(optimizer)` or
-    `scaler.unscale_(optimizer)` steps, `Trainer(model=model, args=TrainingArguments(fp16=True))`,
+    `scaler.unscale_(optimizer)` steps, `Trainer(model=model, args=TrainingArguments(fp16=True))`
+    (or handed the training arguments an `HfArgumentParser` fills, on the runs given `--fp16`;
+    the Trainer's class may be a name bound to one, or to a choice between two),
     `accelerator.prepare(model, ...)` with `Accelerator(mixed_precision="fp16")`, or a Lightning
     `precision="16-mixed"` fit. The finding is at the cast or load; the scaler, the optimizer and
     the step are related locations.
@@ -60,6 +63,12 @@ class GradScalerWithFp16Params(Rule):
     Trainer or the optimizer), a model a same-module helper returns, and an optimizer over it
     handed to a training function of another module that builds a GradScaler and steps it
     (`train(model, loader, optimizer)` with `scaler.step(optimizer)` in `train_utils.py`).
+    A builder of another module that loads with the `**kwargs` it is given
+    (`DenseModel.build(model_args, training_args, torch_dtype=dtype)`, a classmethod whose
+    `from_pretrained(name, **hf_kwargs)` loads the backbone and whose `cls(encoder=backbone)`
+    wraps it) loads in the dtype its caller passes: the finding is at the call, and where the
+    builder wraps the backbone in adapters on some runs only (`if model_args.lora:`), the
+    message names the others ("and `model_args.lora` is false in `build`").
     Under an Accelerator, a model cast after `accelerator.prepare(model, ...)` and trained
     after the cast counts (diffusers' scripts cast to `weight_dtype` after `prepare`).
 
@@ -83,12 +92,17 @@ class GradScalerWithFp16Params(Rule):
       decoder trained), and a model some part of which is switched back on
       (`requires_grad_(True)`) on a run that also casts it is trained;
     - a `ShardedGradScaler` (FSDP's, fairscale's): its `unscale_` accepts fp16 gradients;
-    - `TrainingArguments(fp16=True, deepspeed=...)` with a config that may be set (a path, a
-      dict, a flag): the Trainer then builds no GradScaler, and DeepSpeed's fp16 engine keeps
-      fp32 master weights;
-    - a GradScaler created with `enabled=False`, one enabled by a runtime flag the cast does
-      not hang on (`if args.half: model.half()` beside `enabled=args.amp`), Lightning
-      `precision="16-true"` (no scaler);
+    - `TrainingArguments(fp16=True, deepspeed=...)` with a config set on every run (a path, a
+      dict, a flag whose default names one) or by something this file does not declare: the
+      Trainer then builds no GradScaler, and DeepSpeed's fp16 engine keeps fp32 master
+      weights. A flag declared here with no value by default (CodeT5+'s `--deepspeed`,
+      `default=None`) leaves the runs without it to the GradScaler: reported "when ... and
+      `--deepspeed` is not given";
+    - a GradScaler created with `enabled=False` (or a value the source fixes to false), one
+      enabled by a runtime flag while the cast hangs on another (`if args.half: model.half()`
+      beside `enabled=args.amp`), Lightning `precision="16-true"` (no scaler). A cast on
+      every run beside a scaler a runtime flag enables is reported under that flag ("when
+      `args.amp` is true, ..."): every run that turns the scaler on raises;
     - a cast in a branch exclusive with the scaler (`if args.fp16: ... else: ...`), a cast after
       training (`model.half()` to export or evaluate), a cast in another method that is not the
       setup (`__init__`, `setup`, `configure_optimizers`, a builder that returns the model);
@@ -466,6 +480,10 @@ for batch in loader:
             origin = site.origin.node
             if origin in reported or not self._trains_fp16(analysis, trainables, site):
                 continue
+            deepspeed = _deepspeed_argument(analysis.index, site.node)
+            unset = analysis.unset_flag(deepspeed) if deepspeed is not None else None
+            if deepspeed is not None and unset is None:
+                continue  # DeepSpeed's engine scales the loss over fp32 master weights
             reported.add(origin)
             related = ((site.node, f"{site.what} is created here"), *site.through)
             off = (
@@ -473,21 +491,22 @@ for batch in loader:
                 if site.model is None
                 else trainables.switched_off(site.model, origin, site.origin.facts)
             )
-            yield Finding(origin, _message(context, site, off), related=related)
+            yield Finding(origin, _message(context, site, off, unset), related=related)
 
     @staticmethod
     def _trains_fp16(analysis: Fp16Sites, trainables: Fp32Trainables, site: Fp16Site) -> bool:
         """The optimizer behind ``site`` steps the fp16 parameters of ``site.model``."""
         origin = site.origin.node
-        if not site.requires <= analysis.paths.conditions(origin) | site.origin.facts:
-            return False  # a runtime flag enables the scaler; the cast does not hang on it
+        hangs_on = analysis.paths.conditions(origin) | site.origin.facts
+        if hangs_on and not site.requires <= hangs_on:
+            # A runtime flag enables the scaler, and the cast hangs on another one. (A cast on
+            # every run meets the scaler on the runs that enable it: reported under the flag.)
+            return False
         # Only a bf16 checkpoint name gives a None model, and this rule tracks fp16 origins.
         facts = site.origin.facts
         if site.model is not None and trainables.why_fp32(site.model, origin, facts) is not None:
             return False
         index = analysis.index
-        if _deepspeed_trainer(index, site.node):
-            return False  # DeepSpeed's engine scales the loss over fp32 master weights
         for node, _ in site.through:
             if isinstance(node, cst.Assign) and trainables.copies_parameters(node.value):
                 return False  # fp32 master copies
@@ -501,18 +520,22 @@ for batch in loader:
         ) or analysis.paths.may_precede(origin, used)
 
 
-def _deepspeed_trainer(index: ModuleIndex, node: cst.CSTNode) -> bool:
-    """``node`` is an argument of ``TrainingArguments(..., deepspeed=...)`` that may name a
-    DeepSpeed config: the Trainer then builds no GradScaler (a flag counts, unknown either way)."""
+def _deepspeed_argument(index: ModuleIndex, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """What ``TrainingArguments(..., deepspeed=...)`` is given, where ``node`` is an argument of
+    that call and the value may name a DeepSpeed config: the Trainer then builds no GradScaler.
+    A flag with no default (CodeT5+'s ``deepspeed=args.deepspeed``) leaves the runs without it
+    to the GradScaler (`Fp16SiteSearch.unset_flag`)."""
     call = index.parent.get(node)
     if not isinstance(call, cst.Call) or dotted_name(call.func) is None:
-        return False
+        return None
     if last_part(dotted_name(call.func) or "") not in TRAINING_ARGUMENTS:
-        return False
+        return None
     deepspeed = keyword(call, "deepspeed")
-    return deepspeed is not None and not (
+    if deepspeed is None or (
         isinstance(deepspeed.value, cst.Name) and deepspeed.value.value == "None"
-    )
+    ):
+        return None
+    return deepspeed.value
 
 
 def _set_up_where_trained(
@@ -551,7 +574,9 @@ _FIX = {
 }
 
 
-def _message(context: ModuleContext, site: Fp16Site, off: tuple[Fact, ...]) -> str:
+def _message(
+    context: ModuleContext, site: Fp16Site, off: tuple[Fact, ...], unset: str | None
+) -> str:
     origin = site.origin
     line = context.position(site.node).start.line
     model = f"`{site.model}`" if site.model != "the model" else "the model"
@@ -560,6 +585,9 @@ def _message(context: ModuleContext, site: Fp16Site, off: tuple[Fact, ...]) -> s
     # The runs without adapters or quantization (`Fp32Trainables.switched_off`).
     for fact in off:
         without = f"`{fact.subject}` is false"
+        condition = f"{condition} and {without}" if condition else f"when {without}"
+    if unset is not None:  # the runs without a DeepSpeed config
+        without = f"`{unset}` is not given"
         condition = f"{condition} and {without}" if condition else f"when {without}"
     when = f"{condition}, " if condition is not None else ""
     scaler = (

@@ -72,6 +72,21 @@ class Fp16Switches:
         """When a boolean switch is true; None when the linter cannot tell."""
         return self._evaluate(node, lambda value: value is True, depth)
 
+    def fixed(self, node: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether the source fixes ``node``'s value (a literal, a comparison of constants, a
+        name bound once to one, their negation): no run can change it, so a switch on it that
+        `truthy` does not find on is off, not a runtime flag."""
+        if depth > 3:
+            return False
+        if _literal(node) is not _UNKNOWN:
+            return True
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            return self.fixed(node.expression, depth + 1)
+        if isinstance(node, cst.Comparison):
+            return self._comparison(node) is not _UNKNOWN
+        value = self._bound_once(node) if isinstance(node, cst.Name) else None
+        return value is not None and self.fixed(value, depth + 1)
+
     def equals(
         self, node: cst.BaseExpression, accepted: Callable[[object], bool], depth: int = 0
     ) -> SwitchOn | None:

@@ -46,9 +46,10 @@ from linter.model.values._deprecated_amp_api import (
 )
 from linter.model.values._exported_values import value_records
 from linter.model.values._fp16_site_search import Fp16Site, may_hold_a_finding, may_train
-from linter.model.values._fp16_sites import TRAINING_ARGUMENTS, Fp16Sites
+from linter.model.values._fp16_sites import Fp16Sites
 from linter.model.values._fp32_trainables import Fp32Trainables
 from linter.model.values._model_origins import Bf16Origin
+from linter.model.values._parsed_training_arguments import TRAINING_ARGUMENTS
 from linter.model.values._precision_engines import (
     DEEPSPEED_ENGINE,
     PrecisionEngine,

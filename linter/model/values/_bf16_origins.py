@@ -15,6 +15,8 @@ known statically, so it makes no origin: one switch driving both sides is not a 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from linter.model.project import ForeignSite, context_of
@@ -40,6 +42,7 @@ from linter.model.values._bf16_families import Bf16Family, bf16_family
 from linter.model.values._model_origins import (
     CHECKPOINT_KEYWORDS,
     DTYPE_WORDS,
+    FORWARDED,
     MODEL_WRAPPERS,
     TRAINS_ADAPTERS_ONLY,
     Bf16Origin,
@@ -80,9 +83,15 @@ class Bf16Origins:
         extra_families: tuple[Bf16Family, ...] = (),
         target: str = BF16,
         choices: DtypeChoices | None = None,
+        *,
+        forwards: bool = False,
     ) -> None:
         #: The dtype whose origins are tracked: BF16 (AMP002) or FP16 (AMP008).
         self.target = target
+        #: (For the analysis of a function of another module, alone.) Whether a load that takes
+        #: its dtype from the function's ``**kwargs`` is an origin the caller completes
+        #: (`FORWARDED`): the dtype is what the calling module passes.
+        self._forwards = forwards
         #: Run-time dtypes picked by a flag; casts to them are origins for FP16 only (for
         #: BF16, the same flag often picks the fp16 site, and one run cannot be both).
         self._choices = choices
@@ -130,6 +139,10 @@ class Bf16Origins:
         if node is None:
             return None
         return literal_dtype(self._constants.resolve(node), self._aliases)
+
+    def bound_value(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """What a name its function (or the module) binds once is bound to."""
+        return self._constants.bound_value(node)
 
     def checkpoint_name(self, node: cst.BaseExpression | None) -> str | None:
         if node is None:
@@ -226,6 +239,13 @@ class Bf16Origins:
                     return self.of_expression(func.value, at)
             name = dotted_name(func)
             if name is not None and self.target == FP16 and last_part(name) in TRAINS_ADAPTERS_ONLY:
+                return None
+            if self._constructs_own_class(node):
+                # `cls(encoder=base_model, ...)`: the module built around the model holds it.
+                for arg in node.args:
+                    origin = self.of_expression(arg.value, at)
+                    if origin is not None:
+                        return origin
                 return None
             if name is not None and last_part(name) in MODEL_WRAPPERS:
                 first = positional(node, 0) or keyword(node, "model")
@@ -382,9 +402,46 @@ class Bf16Origins:
                 value = value.elements[element].value
             if value is not None:
                 origin = origins.of_expression(value, statement)
+                if origin is not None and origin.kind == FORWARDED:
+                    origin = self._caller_dtype(call)
                 if origin is not None:
-                    return origin
+                    return origins._only_on_runs(origin, value, statement, grafted)
         return None
+
+    def _only_on_runs(
+        self,
+        origin: Bf16Origin,
+        value: cst.BaseExpression,
+        at: cst.CSTNode,
+        function: cst.FunctionDef,
+    ) -> Bf16Origin:
+        """``origin`` of what ``function`` (of another module, analysed alone) returns, with
+        the runs it holds on added to its ``when``: the returned name (or the model a
+        ``cls(...)`` it returns is built around) is the tracked model in one arm of an ``if``
+        only, and something else in the other (tevatron's builders wrap the fp16 base in
+        LoRA adapters when ``model_args.lora`` is set). The test is the other module's, so it
+        joins the message, not the facts compared here."""
+        names = [value] if isinstance(value, cst.Name) else []
+        if isinstance(value, cst.Call) and self._constructs_own_class(value):
+            names = [a.value for a in value.args if isinstance(a.value, cst.Name)]
+        for name in names:
+            bindings = self._bindings.get((function, name.value), [])
+            tracked = [node for _, node, found in bindings if found is not None]
+            other = [node for _, node, found in bindings if found is None]
+            if len(tracked) != 1 or not other:
+                continue
+            if not all(self._paths.exclusive(tracked[0], node) for node in other):
+                continue
+            arm = next(self._paths.arms(tracked[0]), None)
+            if arm is None:
+                continue
+            statement, branch = arm
+            code = self._index.module.code_for_node(statement.test)
+            holds = "true" if branch is statement.body else "false"
+            where = f"`{code}` is {holds} in `{function.name.value}`"
+            when = f"{origin.when} and {where}" if origin.when else f"when {where}"
+            return replace(origin, when=when)
+        return origin
 
     def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
         """The ``return`` statements of ``function`` itself (not of functions nested in it)."""
@@ -539,7 +596,7 @@ class Bf16Origins:
             if arg is None:
                 continue
             origin = self._alone(context.foreign[call]).of_expression(arg.value, call)
-            if origin is not None:
+            if origin is not None and origin.kind != FORWARDED:
                 return origin
         return None
 
@@ -555,6 +612,7 @@ class Bf16Origins:
                 ModuleConstants(alone),
                 extra_families=self._extra_families,
                 target=self.target,
+                forwards=True,
             )
         return self._foreign[root]
 
@@ -575,13 +633,54 @@ class Bf16Origins:
 
     def _from_pretrained(self, call: cst.Call) -> Bf16Origin | None:
         dtype_arg = self.loading_dtype_arg(call)
-        if dtype_arg is not None and self.dtype(dtype_arg.value) == self.target:
-            return Bf16Origin(dtype_arg.node, f"loaded as {DTYPE_WORDS[self.target]}")
-        if dtype_arg is not None:
-            picked = self._conditional_dtype(dtype_arg.node, dtype_arg.value, "loaded")
-            if picked is not None:
-                return picked
-        return self.family_origin(self.checkpoint_arg(call))
+        found = self._loaded_with(dtype_arg, dtype_arg.node) if dtype_arg is not None else None
+        if found is not None:
+            return found
+        family = self.family_origin(self.checkpoint_arg(call))
+        if family is None and self._forwards and self._forwarded_kwargs(call):
+            return Bf16Origin(call, "", kind=FORWARDED)
+        return family
+
+    def _loaded_with(self, dtype_arg: DtypeArgument, node: cst.CSTNode) -> Bf16Origin | None:
+        """A load with the dtype ``dtype_arg`` gives, reported at ``node``: the tracked dtype,
+        or (fp16) a conditional or branch that picks it on some runs."""
+        if self.dtype(dtype_arg.value) == self.target:
+            return Bf16Origin(node, f"loaded as {DTYPE_WORDS[self.target]}")
+        return self._conditional_dtype(node, dtype_arg.value, "loaded")
+
+    def _constructs_own_class(self, call: cst.Call) -> bool:
+        """``cls(...)`` in a classmethod: a builder (tevatron's ``EncoderModel.build``) that
+        wraps the model it loaded in an object of its class, whose parameters include the
+        model's (an ``nn.Module`` registers a module stored as an attribute)."""
+        function = self._index.enclosing_function(call)
+        params = function.params.params if function is not None else ()
+        return (
+            isinstance(call.func, cst.Name)
+            and call.func.value == "cls"
+            and bool(params)
+            and params[0].name.value == "cls"
+        )
+
+    def _forwarded_kwargs(self, call: cst.Call) -> bool:
+        """``call`` passes on its function's own ``**kwargs`` (tevatron's ``build(cls,
+        model_args, train_args, **hf_kwargs)`` loading with ``from_pretrained(name,
+        **hf_kwargs)``): the dtype is whatever the caller puts there."""
+        function = self._index.enclosing_function(call)
+        star = function.params.star_kwarg if function is not None else None
+        return star is not None and any(
+            arg.star == "**" and dotted_name(arg.value) == star.name.value for arg in call.args
+        )
+
+    def _caller_dtype(self, call: cst.Call) -> Bf16Origin | None:
+        """The load a function of another module makes with the ``**kwargs`` that ``call``
+        hands it: the dtype ``call`` passes by keyword or in a ``**dict``, reported at
+        ``call`` (the function's load is the same on every call)."""
+        dtype_arg = self.loading_dtype_arg(call)
+        origin = self._loaded_with(dtype_arg, call) if dtype_arg is not None else None
+        if origin is None:
+            return None
+        callee = self._index.module.code_for_node(call.func)
+        return replace(origin, description=f"{origin.description} by `{callee}`")
 
     def checkpoint_arg(self, call: cst.Call) -> cst.BaseExpression | None:
         """The checkpoint a ``from_pretrained`` call loads (positional, or by keyword as

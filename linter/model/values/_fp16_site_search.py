@@ -152,7 +152,7 @@ def assigned_name(index: ModuleIndex, node: cst.CSTNode) -> str | None:
 
 
 def is_receiver(
-    index: ModuleIndex, value: cst.BaseExpression, call: cst.Call, bound: str | None
+    index: ModuleIndex, value: cst.BaseExpression, call: cst.CSTNode, bound: str | None
 ) -> bool:
     """``value`` is the object ``call`` created: the call itself, or the name it was bound to,
     read where that binding is visible — a local of the same function (two test methods each
@@ -182,7 +182,7 @@ class Fp16SiteSearch:
         self.context = context
         self.index = module_index(context)
         self.aliases = import_aliases(self.index)
-        settings = DeclaredSettings(self.index)
+        self.settings = settings = DeclaredSettings(self.index)
         self.paths = path_facts(self.index)
         self.origins = Bf16Origins(
             self.index,
@@ -233,11 +233,24 @@ class Fp16SiteSearch:
                 name = name.rpartition(".")[0]
         return None
 
+    def unset_flag(self, node: cst.BaseExpression) -> str | None:
+        """The flag ``node`` reads (``args.deepspeed``) when it is declared here with no value
+        by default (``add_argument("--deepspeed", default=None)``, or no ``default``): the runs
+        that do not pass it leave it None. None for anything else."""
+        setting = self.settings.of(node)
+        if setting is None:
+            return None
+        default = setting.default
+        unset = (default is None and isinstance(setting.declaration, cst.Call)) or (
+            isinstance(default, cst.Name) and default.value == "None"
+        )
+        return setting.flag if unset else None
+
     def _runtime_switch(self, flag: cst.BaseExpression) -> SwitchOn | None:
         """(Only with ``runtime_flags``.) A switch on a flag the linter cannot evaluate
         (``GradScaler(enabled=args.fp16)``, ``TrainingArguments(fp16=args.fp16)``): on the runs
         where that flag is true, its facts the site's ``requires``."""
-        if not self.runtime_flags:
+        if not self.runtime_flags or self.switches.fixed(flag):
             return None
         requires = self.paths.facts.of_test(flag, True)
         code = self.context.module.code_for_node(flag)

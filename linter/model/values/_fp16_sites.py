@@ -32,22 +32,12 @@ from linter.model.values._fp16_site_search import (
 )
 from linter.model.values._imported_values import imported_autocast
 from linter.model.values._model_origins import Bf16Origin
+from linter.model.values._parsed_training_arguments import (
+    TRAINING_ARGUMENTS,
+    parsed_training_arguments,
+)
 from linter.model.values._precision_engines import precision_engines
 
-#: Hugging Face argument classes with an ``fp16`` switch (transformers and TRL).
-TRAINING_ARGUMENTS = frozenset(
-    {
-        "TrainingArguments",
-        "Seq2SeqTrainingArguments",
-        "SFTConfig",
-        "DPOConfig",
-        "ORPOConfig",
-        "KTOConfig",
-        "CPOConfig",
-        "GRPOConfig",
-        "RewardConfig",
-    }
-)
 #: Lightning ``precision=`` values that mean fp16.
 LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
 #: ...and those that train through a GradScaler ("16-true" casts the model and scales nothing).
@@ -192,32 +182,71 @@ class Fp16Sites(ScalerSites):
                 requires = switch.facts if switch is not None else requires
             if switch is None:
                 continue
+            what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
             bound = assigned_name(self.index, call)
-            for trainer in self.calls:
-                trainer_name = dotted_name(trainer.func)
-                if trainer_name is None or not last_part(trainer_name).endswith("Trainer"):
-                    continue
-                args = keyword(trainer, "args") or positional(trainer, 1)
-                if args is None or not (is_receiver(self.index, args.value, call, bound)):
-                    continue
-                found = self._trainer_model(trainer)
-                if found is not None:
-                    model, origin, checkpoint = found
-                    what = f"`fp16={self.context.module.code_for_node(fp16.value)}`"
-                    yield Fp16Site(
-                        fp16,
-                        what,
-                        "use `bf16=True`",
-                        model,
-                        origin,
-                        switch.when,
-                        switch.facts,
-                        loss_scaling=True,
-                        through=((trainer, "its optimizer steps through a GradScaler"),),
-                        requires=requires,
-                        checkpoint=checkpoint,
-                    )
-                    break
+            yield from self._trainers_of(fp16, what, (call, bound), switch, requires)
+        for parsed in parsed_training_arguments(self.index):
+            # `training_args` an HfArgumentParser filled: on where `--fp16` was given.
+            flag = cst.Attribute(value=cst.parse_expression(parsed.name), attr=cst.Name("fp16"))
+            switch = self._runtime_switch(flag)
+            if switch is None:
+                continue
+            what = f"the Trainer given `{parsed.name}` from HfArgumentParser"
+            receiver = (parsed.binding.value, parsed.name)
+            yield from self._trainers_of(parsed.binding, what, receiver, switch, switch.facts)
+
+    def _trainers_of(
+        self,
+        node: cst.CSTNode,
+        what: str,
+        receiver: tuple[cst.CSTNode, str | None],
+        switch: SwitchOn,
+        requires: frozenset[Fact],
+    ) -> Iterator[Fp16Site]:
+        """The site of the first Trainer handed the training arguments ``receiver`` made (the
+        expression that made them and the name it is bound to; see `is_receiver`), with the
+        model that Trainer trains."""
+        for trainer in self.calls:
+            if not self._is_trainer(trainer):
+                continue
+            args = keyword(trainer, "args") or positional(trainer, 1)
+            if args is None or not is_receiver(self.index, args.value, *receiver):
+                continue
+            found = self._trainer_model(trainer)
+            if found is not None:
+                model, origin, checkpoint = found
+                yield Fp16Site(
+                    node,
+                    what,
+                    "use `bf16=True`",
+                    model,
+                    origin,
+                    switch.when,
+                    switch.facts,
+                    loss_scaling=True,
+                    through=((trainer, "its optimizer steps through a GradScaler"),),
+                    requires=requires,
+                    checkpoint=checkpoint,
+                )
+                return
+
+    def _is_trainer(self, call: cst.Call) -> bool:
+        """``call`` builds a Trainer: a class named so, or a name bound once to one or to a
+        choice between two (tevatron's ``trainer_cls = GCTrainer if args.grad_cache else
+        Trainer``)."""
+        name = dotted_name(call.func)
+        if name is None:
+            return False
+        if last_part(name).endswith("Trainer"):
+            return True
+        bound = self.origins.bound_value(call.func)
+        if bound is None:
+            return False
+        arms = (bound.body, bound.orelse) if isinstance(bound, cst.IfExp) else (bound,)
+        return all(
+            (arm_name := dotted_name(arm)) is not None and last_part(arm_name).endswith("Trainer")
+            for arm in arms
+        )
 
     def _accelerators(self) -> Iterator[Fp16Site]:
         for call in self.calls:

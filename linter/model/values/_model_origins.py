@@ -36,6 +36,10 @@ MODEL_WRAPPERS = frozenset(
 TRAINS_ADAPTERS_ONLY = frozenset({"get_peft_model", "prepare_model_for_kbit_training"})
 
 
+#: `Bf16Origin.kind` of a load whose dtype a function of another module takes from its
+#: ``**kwargs``: never reported as such, the caller's analysis completes it with what it passes.
+FORWARDED = "forwarded"
+
 #: How messages name each dtype.
 DTYPE_WORDS = {BF16: "bfloat16", FP16: "float16"}
 
@@ -66,7 +70,8 @@ class Bf16Origin:
     description: str
     #: The family, when the checkpoint name made it bf16; None for an explicit dtype.
     family: Bf16Family | None = None
-    #: ``loaded`` (a bf16 dtype at load), ``cast`` (``.to(torch.bfloat16)``) or ``family``.
+    #: ``loaded`` (a bf16 dtype at load), ``cast`` (``.to(torch.bfloat16)``), ``family``, or
+    #: `FORWARDED` (inside an analysis of another module's function only).
     kind: str = "loaded"
     #: For a dtype a flag picks (``.to(ptdtype)``): which runs, e.g. ``when run with --dtype
     #: float16``; None for every run.

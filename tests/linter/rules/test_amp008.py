@@ -262,19 +262,30 @@ def test_lightning_mixed_precision_over_an_fp16_module_is_reported_but_16_true_i
     assert lines(source.format(precision='"bf16-mixed"')) == []
 
 
+def test_a_disabled_scaler_is_not_reported() -> None:
+    source = SCALER_LOOP.format(setup="model = Net().half()").replace(
+        'torch.amp.GradScaler("cuda")', 'torch.amp.GradScaler("cuda", enabled=False)'
+    )
+    assert lines(source) == []
+
+
 @pytest.mark.parametrize(
-    "scaler",
+    ("scaler", "flag"),
     [
-        'torch.amp.GradScaler("cuda", enabled=False)',
-        'torch.amp.GradScaler("cuda", enabled=args.amp)',
-        "torch.cuda.amp.GradScaler(enabled=use_amp)",
+        ('torch.amp.GradScaler("cuda", enabled=args.amp)', "args.amp"),
+        ("torch.cuda.amp.GradScaler(enabled=use_amp)", "use_amp"),
     ],
 )
-def test_disabled_or_runtime_enabled_scalers_are_not_reported(scaler: str) -> None:
+def test_a_model_half_on_every_run_meets_a_runtime_enabled_scaler_on_its_runs(
+    scaler: str, flag: str
+) -> None:
+    # The model is fp16 on every run, so every run that turns the scaler on raises.
     source = SCALER_LOOP.format(setup="model = Net().half()").replace(
         'torch.amp.GradScaler("cuda")', scaler
     )
-    assert lines(source) == []
+    [(line, _column, message)] = findings(source)
+    assert line == 4
+    assert message.startswith(f"when `{flag}` is true, `model` is cast to float16 here")
 
 
 def test_a_half_model_under_a_scaler_beside_bf16_autocast_is_this_rules_finding() -> None:
@@ -547,12 +558,14 @@ def test_a_scaler_on_another_runtime_flag_is_not_reported(enabled: str) -> None:
     assert lines(FLAG_TIED.format(enabled=enabled)) == []
 
 
-def test_an_unconditional_cast_with_a_flag_enabled_scaler_is_not_reported() -> None:
-    source = FLAG_TIED.format(enabled="args.fp16").replace(
+def test_an_unconditional_cast_with_a_flag_enabled_scaler_is_reported_under_the_flag() -> None:
+    source = FLAG_TIED.format(enabled="args.amp").replace(
         "    if args.fp16:\n        model.half()", "    model.half()"
     )
     assert "if args.fp16:\n        model.half()" not in source
-    assert lines(source) == []
+    [(line, _column, message)] = findings(source)
+    assert line == 6
+    assert message.startswith("when `args.amp` is true, `model` is cast to float16 here")
 
 
 PART_CAST = """\
@@ -934,3 +947,126 @@ def test_a_dtype_and_a_trainer_switched_by_different_flags_are_not_paired() -> N
         "torch_dtype = torch.float16", "torch_dtype = torch.float32"
     )
     assert lines(no_fp16) == []
+
+
+PARSED_ARGUMENTS = """\
+import torch
+from transformers import AutoModel, HfArgumentParser, Trainer, TrainingArguments
+
+
+def main():
+    parser = HfArgumentParser((ModelArguments, TrainingArguments))
+    model_args, training_args = parser.parse_args_into_dataclasses()
+    if training_args.bf16:
+        load_dtype = torch.bfloat16
+    elif training_args.fp16:
+        load_dtype = torch.float16
+    else:
+        load_dtype = torch.float32
+    encoder = AutoModel.from_pretrained(model_args.name, torch_dtype=load_dtype)
+    trainer_cls = ContrastiveTrainer if model_args.cached else Trainer
+    trainer = trainer_cls(model=encoder, args=training_args, train_dataset=None)
+    trainer.train()
+"""
+
+
+def test_training_arguments_an_argument_parser_fills_switch_the_trainer_by_their_flag() -> None:
+    # tevatron's drivers: `--fp16` both picks the fp16 load and turns the Trainer's scaler on.
+    [(line, _column, message)] = findings(PARSED_ARGUMENTS)
+    assert line == 14
+    assert message.startswith(
+        "when `training_args.fp16` is true, `encoder` is loaded as float16 here and the "
+        "GradScaler of the Trainer given `training_args` from HfArgumentParser (line 7)"
+    )
+    # The parser's tuple in another order, read by index: the same object.
+    indexed = PARSED_ARGUMENTS.replace(
+        "(ModelArguments, TrainingArguments)", "(TrainingArguments, ModelArguments)"
+    ).replace(
+        "model_args, training_args = parser.parse_args_into_dataclasses()",
+        "training_args = parser.parse_args_into_dataclasses()[0]\n"
+        "    model_args = parser.parse_args_into_dataclasses()[1]",
+    )
+    assert lines(indexed) == [15]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # The parser fills no training arguments: `training_args` is some other dataclass.
+        ("(ModelArguments, TrainingArguments)", "(ModelArguments, RunArguments)"),
+        # The position read is the model's arguments, not the training arguments.
+        ("model_args, training_args = parser", "training_args, model_args = parser"),
+        # The Trainer is handed other arguments.
+        ("args=training_args,", "args=TrainingArguments('out'),"),
+        # The dtype hangs on another flag than the one the Trainer reads.
+        ("elif training_args.fp16:", "elif model_args.half:"),
+        # A name bound to something that is not a Trainer class.
+        ("ContrastiveTrainer if model_args.cached else Trainer", "make_runner(model_args)"),
+    ],
+)
+def test_parsed_training_arguments_not_handed_to_the_trainer_are_not_paired(
+    old: str, new: str
+) -> None:
+    source = PARSED_ARGUMENTS.replace(old, new)
+    assert source != PARSED_ARGUMENTS
+    assert lines(source) == []
+
+
+DEEPSPEED_FLAG = """\
+import argparse
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, Trainer, TrainingArguments
+
+
+def run_training(args, model, data):
+    training_args = TrainingArguments(
+        output_dir=args.save_dir,
+        deepspeed=args.deepspeed,
+        fp16=args.fp16,
+    )
+    Trainer(model=model, args=training_args, train_dataset=data).train()
+
+
+def main(args):
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.load, torch_dtype=torch.float16)
+    run_training(args, model, load_data(args))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--load", default="Salesforce/codet5p-770m")
+    parser.add_argument("--deepspeed", default=None, type=str)
+    parser.add_argument("--fp16", default=False, action="store_true")
+    main(parser.parse_args())
+"""
+
+
+def test_a_deepspeed_flag_unset_by_default_leaves_its_absent_runs_to_the_scaler() -> None:
+    # CodeT5+'s instruction tuning: an fp16 load on every run; `--fp16` alone (no
+    # `--deepspeed`) trains through the Trainer's GradScaler, which raises.
+    [(line, _column, message)] = findings(DEEPSPEED_FLAG)
+    assert line == 17
+    assert message.startswith(
+        "when `args.fp16` is true and `--deepspeed` is not given, `model` is loaded as float16"
+    )
+    no_default = DEEPSPEED_FLAG.replace('"--deepspeed", default=None, type=str', '"--deepspeed"')
+    assert lines(no_default) == [17]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # A config on every run: DeepSpeed's engine, no GradScaler.
+        ("deepspeed=args.deepspeed,", 'deepspeed="ds_config.json",'),
+        ('"--deepspeed", default=None', '"--deepspeed", default="ds_config.json"'),
+        # A flag this module does not declare: unknown, so not reported.
+        ("deepspeed=args.deepspeed,", "deepspeed=cfg.ds_config,"),
+    ],
+)
+def test_a_deepspeed_config_on_every_run_or_an_unknown_one_keeps_it_quiet(
+    old: str, new: str
+) -> None:
+    source = DEEPSPEED_FLAG.replace(old, new)
+    assert source != DEEPSPEED_FLAG
+    assert lines(source) == []
