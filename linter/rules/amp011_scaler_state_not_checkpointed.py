@@ -39,10 +39,14 @@ class ScalerStateNotCheckpointed(Rule):
       written as a folder of files (`torch.save(optimizer.state_dict(), ".../optimizer.pt")`
       in a function that saves the model's weights too, by `save_pretrained`, the Hugging Face
       Trainer's `save_model` or a `state_dict()`) is one, kept whole by a save of the scaler's
-      state there; a save only a TPU/XLA branch runs (`if using_tpu: xm.save(...)`) is left
-      out;
+      state there; a model that saves itself (`self.model.save(path)`) after its function
+      set the optimizer's state on it (flair's `self.model.optimizer_state_dict =
+      self.optimizer.state_dict()`) saves those attributes with its weights, and keeps the
+      scaler's only if that is set on it too; a save only a TPU/XLA branch runs
+      (`if using_tpu: xm.save(...)`) is left out;
     - a **resume** that loads the optimizer's state (`optimizer.load_state_dict(...)` of a
-      checkpoint's entry, or of a field of a record built from one) in a file that never
+      checkpoint's entry, or of a field of a record built from one, or of the attribute such a
+      self-saving model carries it in: `self.model.optimizer_state_dict`) in a file that never
       restores the scaler's (no `scaler.load_state_dict(...)`, no read of a `"scaler"` key),
       once per resume function, whichever branches load it; a load only a TPU/XLA branch runs
       (`if is_torch_tpu_available():`) is left out, as no GradScaler scales there.

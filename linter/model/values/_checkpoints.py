@@ -78,6 +78,10 @@ REGISTER_IT = (
     "the scaler to the checkpointer (`Checkpointer(..., scaler=scaler)`): it saves and "
     "restores it with the rest"
 )
+SET_ON_IT = (
+    "the scaler's state to the saved object, beside the optimizer's "
+    "(`model.scaler_state_dict = scaler.state_dict()`), and restore it on resume"
+)
 #: Keys that say which state an entry holds.
 OPTIMIZER_KEY = re.compile(r"optim", re.IGNORECASE)
 MODEL_KEY = re.compile(r"model|state_dict|net|weights|params", re.IGNORECASE)
@@ -124,6 +128,7 @@ class Checkpoints:
         self._index = index
         self._receivers = receivers
         self._is_optimizer = is_optimizer
+        self._carried_keys: frozenset[str] | None = None
         #: Every resume checkpoint written in the module, in source order.
         self.writes: list[CheckpointWrite] = self.writes_in(None)
 
@@ -153,7 +158,7 @@ class Checkpoints:
             return None
         found = self._entries(saved.value, call)
         if found is None:
-            return self._folder_write(call, saved.value)
+            return self._folder_write(call, saved.value) or self._object_save(call)
         literal, entries = found
         optimizer = next((v for k, v in entries if self._optimizer_state(k, v)), None)
         has_model = any(self._model_state(k, v) for k, v in entries)
@@ -183,6 +188,49 @@ class Checkpoints:
         if not holds_model:
             return None
         return CheckpointWrite(call, None, saved, holds_scaler, SAVE_BESIDE)
+
+    def _object_save(self, call: cst.Call) -> CheckpointWrite | None:
+        """An object that saves itself (``self.model.save(model_file)``) after its function set
+        the optimizer's state on it (flair's ``self.model.optimizer_state_dict =
+        self.optimizer.state_dict()``): its weights and those attributes are the checkpoint,
+        which keeps the scaler's state only if it is set on the object too."""
+        entries = self._carried(call)
+        # The attribute's value says it: `self.optimizer = ...` holds the optimizer, not state.
+        optimizer = next((v for _k, v in entries if self._optimizer_state(None, v)), None)
+        if optimizer is None:
+            return None
+        holds = any(self._scaler_state(k, v) for k, v in entries)
+        return CheckpointWrite(call, None, optimizer, holds, SET_ON_IT)
+
+    def _carried(self, save: cst.Call) -> list[Entry]:
+        """(attribute, value) of each ``obj.attribute = value`` before ``obj.save(...)`` in
+        the function of that save."""
+        func = save.func
+        owner = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        function = self._index.enclosing_function(save)
+        if owner is None or function is None:
+            return []
+        order = self._index.order
+        return [
+            (target.attr.value, assign.value)
+            for assign in _under(function, self._index, cst.Assign)
+            if order[assign] < order[save]
+            for t in assign.targets
+            if isinstance(target := t.target, cst.Attribute) and dotted_name(target.value) == owner
+        ]
+
+    def _carried_optimizer_attributes(self) -> frozenset[str]:
+        """Attributes an object of this module carries the optimizer's state in to its own
+        save (see `_object_save`): reading one back into an optimizer is a resume."""
+        if self._carried_keys is None:
+            self._carried_keys = frozenset(
+                key
+                for call in self._index.nodes(cst.Call)
+                if _method(call) is not None and self._saves(call)
+                for key, value in self._carried(call)
+                if key is not None and self._optimizer_state(None, value)
+            )
+        return self._carried_keys
 
     def _checkpointer(self, call: cst.Call) -> CheckpointWrite | None:
         """``Checkpointer(model, save_dir, optimizer=optimizer)``: the model (its first
@@ -384,6 +432,12 @@ class Checkpoints:
                 # `Snapshot(**torch.load(path))`: a record of the loaded checkpoint's entries.
                 return any(self.reads_a_checkpoint(arg.value, at) for arg in value.args)
             return callee is not None and LOADER_NAME.search(last_part(callee)) is not None
+        if isinstance(value, cst.Attribute) and value.attr.value in (
+            self._carried_optimizer_attributes()
+        ):
+            # `self.model.optimizer_state_dict`: the state the object's save carried, back from
+            # the file it was loaded from.
+            return True
         if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
             # `snapshot.optimizer_state` of a record (or namespace) read from a checkpoint.
             return self.reads_a_checkpoint(value.value, at)

@@ -457,3 +457,70 @@ def test_a_helper_of_another_module_that_saves_twice_is_reported_once_per_call(
     )
     result = lint_paths([str(tmp_path)], select=["AMP011"], jobs=1)
     assert [(Path(d.path).name, d.line) for d in result.diagnostics] == [("train.py", 12)]
+
+
+STATE_ON_THE_MODEL = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, net, corpus):
+        self.net = net
+        self.corpus = corpus
+
+    def fit(self, out, epochs, keep_optimizer=True):
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        if getattr(self.net, "opt_state", None) is not None:
+            self.opt.load_state_dict(self.net.opt_state)
+        scaler = torch.cuda.amp.GradScaler()
+        for epoch in range(epochs):
+            for batch in self.corpus:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = self.net.forward_loss(batch)
+                scaler.scale(loss).backward()
+                scaler.step(self.opt)
+                scaler.update()
+                self.opt.zero_grad()
+            self._persist(out / "best.pt", keep_optimizer)
+
+    def _persist(self, path, keep_optimizer=False):
+        if keep_optimizer:
+            self.net.opt_state = self.opt.state_dict()
+        self.net.save(path)
+"""
+
+
+def test_optimizer_state_carried_on_a_model_that_saves_itself_is_a_checkpoint() -> None:
+    # flair's trainer: the optimizer's state rides on the model into `model.save(path)`, and a
+    # later run loads it back from the model's attribute; the scaler's state rides nowhere.
+    found = run_rule(ScalerStateNotCheckpointed, STATE_ON_THE_MODEL)
+    assert [line for line, _c, _m in found] == [12, 27]
+    assert "resume loads the optimizer's state" in found[0][2]
+    assert "`model.scaler_state_dict = scaler.state_dict()`" in found[1][2]
+
+
+def test_a_model_that_carries_the_scalers_state_too_or_carries_no_optimizer_is_quiet() -> None:
+    kept = STATE_ON_THE_MODEL.replace(
+        "            self.net.opt_state = self.opt.state_dict()\n",
+        "            self.net.opt_state = self.opt.state_dict()\n"
+        "            self.net.scaler_state = self.scaler.state_dict()\n",
+    ).replace(
+        "        scaler = torch.cuda.amp.GradScaler()",
+        "        self.scaler = scaler = torch.cuda.amp.GradScaler()",
+    )
+    assert kept != STATE_ON_THE_MODEL
+    assert lines(kept.replace("self.opt.load_state_dict(self.net.opt_state)", "pass")) == []
+    # Only the weights: an export, and the optimizer's state read from nothing saved.
+    weights = STATE_ON_THE_MODEL.replace(
+        "            self.net.opt_state = self.opt.state_dict()\n",
+        "            self.net.epochs_done = 1\n",
+    )
+    assert lines(weights) == []
+    # An attribute named for the optimizer that holds the optimizer object, not its state
+    # (a trainer's `self.optimizer = ...` before `self._maybe_log_save_evaluate(...)`).
+    handle = STATE_ON_THE_MODEL.replace(
+        "            self.net.opt_state = self.opt.state_dict()\n",
+        "            self.net.optimizer = self.opt\n",
+    )
+    assert handle != STATE_ON_THE_MODEL
+    assert lines(handle) == []
