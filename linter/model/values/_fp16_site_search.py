@@ -240,8 +240,13 @@ class Fp16SiteSearch:
         setting = self.settings.of(node)
         if setting is None:
             return None
-        default = setting.default
-        unset = (default is None and isinstance(setting.declaration, cst.Call)) or (
+        default, declaration = setting.default, setting.declaration
+        required = isinstance(declaration, cst.Call) and keyword(declaration, "required")
+        if required and not (
+            isinstance(required.value, cst.Name) and required.value.value == "False"
+        ):
+            return None  # given on every run
+        unset = (default is None and isinstance(declaration, cst.Call)) or (
             isinstance(default, cst.Name) and default.value == "None"
         )
         return setting.flag if unset else None

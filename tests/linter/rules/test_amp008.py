@@ -1060,6 +1060,7 @@ def test_a_deepspeed_flag_unset_by_default_leaves_its_absent_runs_to_the_scaler(
         # A config on every run: DeepSpeed's engine, no GradScaler.
         ("deepspeed=args.deepspeed,", 'deepspeed="ds_config.json",'),
         ('"--deepspeed", default=None', '"--deepspeed", default="ds_config.json"'),
+        ('"--deepspeed", default=None', '"--deepspeed", required=True'),
         # A flag this module does not declare: unknown, so not reported.
         ("deepspeed=args.deepspeed,", "deepspeed=cfg.ds_config,"),
     ],
