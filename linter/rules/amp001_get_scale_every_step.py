@@ -38,8 +38,12 @@ class GetScaleEveryStep(Rule):
     in a framework hook that runs every step (Lightning `training_step`,
     `on_before_optimizer_step`, `on_train_batch_end`...; Hugging Face `TrainerCallback.on_step_end`;
     detectron2 `after_step`; MosaicML Composer `batch_end`, `after_backward`... in a class deriving
-    from a `...Callback` or `...Algorithm`) or in an optimizer wrapper's `step()` (a class deriving
-    from an `...Optimizer`, or one that calls `<scaler>.step(...)`).
+    from a `...Callback` or `...Algorithm`), in an optimizer wrapper's `step()` (a class deriving
+    from an `...Optimizer`, or one that calls `<scaler>.step(...)`), or in a function that steps
+    the GradScaler itself, once per call (a `scaler.step(...)` in no loop of its own): such a
+    function is one training step whoever calls it — a model's `optimize_parameters(current_iter)`
+    that the loop reaches through a registry (`model = build_model(opt)`), a wrapper's
+    `backward_clip_step()` — and what runs in it, or in what it calls, runs every step.
 
     The scaler is recognised from the file itself: a name or attribute assigned
     `torch.GradScaler`, `torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`, `ShardedGradScaler` or

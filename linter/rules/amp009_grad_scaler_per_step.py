@@ -21,8 +21,10 @@ class GradScalerPerStep(Rule):
     alias — that runs on every training step and whose scaler serves that one step: it is created
     in the body of the batch loop, in a function this file calls from that loop
     (`train_step(batch)`), in a framework hook that runs every step (Lightning `training_step`,
-    Hugging Face `on_step_end`, detectron2 `run_step`...) or in an optimizer wrapper's `step()`,
-    and it is used (`scale`, `unscale_`, `step`, `update`) in the same iteration. A factory
+    Hugging Face `on_step_end`, detectron2 `run_step`...), in an optimizer wrapper's `step()`
+    or in a function that steps it once per call itself (a `backward_clip_step()` that builds a
+    scaler and steps it: one training step, whoever calls it), and it is used (`scale`,
+    `unscale_`, `step`, `update`) in the same iteration. A factory
     (`def make_scaler(): return GradScaler()`) counts where it is called.
 
     Not reported:

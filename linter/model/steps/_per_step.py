@@ -129,6 +129,8 @@ _EVENT_HANDLER_BASES = ("Callback", "Algorithm")
 
 #: Scaler methods that mark where the steps happen.
 _STEP_METHODS = frozenset({"step", "update"})
+#: ...and the one that makes a function a training step of its own (`_own_step`).
+_STEP_ONLY = frozenset({"step"})
 
 
 def _derives_from(cls: cst.ClassDef, endings: tuple[str, ...]) -> bool:
@@ -343,9 +345,34 @@ class PerStepAnalysis:
         if found is not None:
             # A new reason may reach what was unreached before: those searches are redone.
             self._unreached.clear()
+        else:
+            found = self._own_step(function)
         if depth == 0 or found is not None:
             self._cache[function] = found
         return found
+
+    def _own_step(self, function: cst.FunctionDef) -> str | None:
+        """(Issue 42, class 1.) ``function`` steps the GradScaler itself, once per call: a
+        ``<scaler>.step(...)`` in its own body, in no loop of its own. Such a function *is* one
+        training step (a model's ``optimize_parameters(current_iter)``, a wrapper's
+        ``backward_clip_step()``, a subclass's ``train_step``), whoever calls it: the loop may
+        reach it through a registry (``model = build_model(opt)``) that no analysis follows."""
+        for call in self._scaler_updates():
+            if self._index.enclosing_function(call) is not function or not self._is_scaler_call(
+                call, _STEP_ONLY
+            ):
+                continue
+            looped = False
+            for ancestor in self._index.ancestors(call):
+                if ancestor is function:
+                    break
+                looped |= isinstance(ancestor, cst.For | cst.While)
+            if not looped:
+                return (
+                    f"in `{function.name.value}()`, which is one training step: it steps the "
+                    "GradScaler once per call"
+                )
+        return None
 
     def _steps_in_nested_loop(self, container: cst.CSTNode, node: cst.CSTNode) -> bool:
         """True when a loop inside ``container``, not around ``node``, steps the scaler, itself
