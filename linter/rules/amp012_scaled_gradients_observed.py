@@ -34,7 +34,10 @@ class ScaledGradientsObserved(Rule):
     (logged, returned, compared), when it runs after `scaler.scale(loss).backward()` and before
     `scaler.unscale_(optimizer)` or `scaler.step(optimizer)` in one training iteration. The
     iteration is the one AMP003 reads: a loop body or per-step function, with the functions of
-    the same file it calls (a `grad_norm(model)` helper) and its micro-batch loops.
+    the same file it calls (a `grad_norm(model)` helper) and its micro-batch loops. A read in
+    such a helper is reported at the call that runs it before `unscale_` (the helper's read is
+    a related location): the helper is right wherever its caller unscales first, so a helper
+    called both before and after `unscale_` is reported at the early call only.
 
     Also flags `wandb.watch(model)` with `log="gradients"` (the default) or `log="all"` in a
     file that runs a scaled backward: wandb records each gradient from a hook on the backward
@@ -237,7 +240,7 @@ for batch in loader:
     scaler.step(optimizer)
     scaler.update()
 """,
-            (2,),
+            (7,),
         ),
         Example(
             """\
@@ -308,8 +311,10 @@ class Trainer:
             return
         unscalers = unscaling_calls(model, index)
         dividing = _dividing_by_the_scale(index)
-        found: dict[cst.Call, tuple[Event, Event, Iteration]] = {}
-        covered: set[cst.Call] = set()
+        # By where the read happens as its iteration sees it: a helper's read at each per-step
+        # call that runs it (the helper's own line is right wherever the caller unscales first).
+        found: dict[cst.CSTNode, tuple[list[Event], Event, Iteration]] = {}
+        covered: set[cst.CSTNode] = set()
         for iteration in model.iterations:
             if not iteration.of(Kind.SCALER_STEP, Kind.UPDATE):
                 continue  # not an AMP iteration
@@ -318,14 +323,16 @@ class Trainer:
                 if backward is None or index.enclosing_function(read.call) in dividing:
                     continue
                 if _unscaled_before(model, index, iteration, read, backward, unscalers):
-                    covered.add(read.call)
+                    covered.add(read.site)
                 else:
-                    found.setdefault(read.call, (read, backward, iteration))
-        for call, (read, backward, iteration) in sorted(
+                    reads = found.setdefault(read.site, ([], backward, iteration))[0]
+                    if all(r.call is not read.call for r in reads):
+                        reads.append(read)
+        for site, (reads, backward, iteration) in sorted(
             found.items(), key=lambda item: index.order[item[0]]
         ):
-            if call not in covered:
-                yield _finding(context, read, backward, iteration)
+            if site not in covered:
+                yield _finding(context, reads, backward, iteration)
 
 
 def _dividing_by_the_scale(index: ModuleIndex) -> set[cst.CSTNode | None]:
@@ -383,15 +390,20 @@ def _scaled_backward_before(index: ModuleIndex, iteration: Iteration, read: Even
     return backwards[-1] if backwards else None
 
 
-def _finding(context: ModuleContext, read: Event, backward: Event, iteration: Iteration) -> Finding:
+def _finding(
+    context: ModuleContext, reads: list[Event], backward: Event, iteration: Iteration
+) -> Finding:
+    """One finding per site: a read, or the call of a helper that makes ``reads``."""
+    read = reads[0]
     scaler = backward.scaler or "scaler"
     steps = [s for s in iteration.of(Kind.SCALER_STEP) if iteration.may_precede(read, s)]
     optimizer = steps[0].optimizer if steps and steps[0].optimizer else "optimizer"
     if backward.via is not None and steps and steps[0].scaler:
         scaler = steps[0].scaler  # as this module names it, not the other module's words
-    text = context.module.code_for_node(read.call)
+    site = read.site
+    text = context.module.code_for_node(site)
     if len(text) > _QUOTED or "\n" in text:
-        text = f"{last_part(dotted_name(read.call.func) or 'read')}(...)"
+        text = f"{last_part(dotted_name(site.func) or 'read')}(...)"
     message = (
         f"`{text}` reads gradients still multiplied by the loss scale (after "
         f"`{scaler}.scale(...).backward()`, before `{scaler}.unscale_({optimizer})`): the value "
@@ -400,8 +412,9 @@ def _finding(context: ModuleContext, read: Event, backward: Event, iteration: It
     )
     related: list[tuple[cst.CSTNode, str]] = [(backward.site, "scaled backward")]
     if read.via is not None:
-        related.append((read.via, "read called here"))
-    return Finding(read.call, message, related=tuple(related))
+        # The helper reads nothing wrong by itself: this call runs it before `unscale_`.
+        related += [(r.call, "the gradients are read here") for r in reads]
+    return Finding(site, message, related=tuple(related))
 
 
 def _watched(

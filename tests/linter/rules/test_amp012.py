@@ -42,7 +42,8 @@ def test_a_logged_norm_between_scaled_backward_and_step_names_the_unscale_to_add
     assert run_rule_related(ScaledGradientsObserved, source) == [(5, [(4, "scaled backward")])]
 
 
-def test_a_read_in_a_helper_is_reported_where_it_reads_with_the_call_as_related() -> None:
+def test_a_read_in_a_helper_is_reported_at_the_call_that_runs_it_before_unscale() -> None:
+    # Issue 42, class 7: the helper reads nothing wrong by itself; the call does.
     source = textwrap.dedent(
         """\
         class Trainer:
@@ -58,8 +59,28 @@ def test_a_read_in_a_helper_is_reported_where_it_reads_with_the_call_as_related(
         """
     )
     assert run_rule_related(ScaledGradientsObserved, source) == [
-        (3, [(7, "scaled backward"), (8, "read called here")])
+        (8, [(7, "scaled backward"), (3, "the gradients are read here")])
     ]
+
+
+def test_a_helper_called_before_and_after_unscale_is_reported_at_the_early_call_only() -> None:
+    source = """\
+        class Trainer:
+            def grad_stats(self):
+                return {n: p.grad.std().item() for n, p in self.model.named_parameters()}
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.scaler.scale(self.model(batch)).backward()
+                    early = self.grad_stats()
+                    self.scaler.unscale_(self.optimizer)
+                    late = self.grad_stats()
+                    self.logger.log(early, late)
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+        """
+    assert lines(source) == [8]
+    assert lines(source.replace("early = self.grad_stats()", "early = None")) == []
 
 
 def test_a_tensorboard_histogram_of_each_gradient_is_reported() -> None:
