@@ -62,7 +62,10 @@ ACROSS_FILES: dict[str, str] = {
         "`.half()`); the finding names that file's cast. An optimizer over an fp16 model "
         "handed to a training function of another module that steps it through a GradScaler "
         "it builds (`train(model, loader, optimizer)` with `scaler.step(optimizer)` in "
-        "`train_utils.py`): the finding is at the cast or load, and names that file's scaler."
+        "`train_utils.py`): the finding is at the cast or load, and names that file's scaler. "
+        "A class method of another module that loads with the `**kwargs` it is given "
+        "(`DenseModel.build(model_args, training_args, torch_dtype=dtype)`): the dtype is the "
+        "one this call passes, and the finding is at the call."
     ),
     "AMP009": ("A GradScaler built in a function that a loop of another module calls per step."),
     "AMP010": (
