@@ -27,7 +27,12 @@ class Fp16AmpWithBf16Checkpoint(Rule):
     with no dtype on a device other than the CPU: `torch.autocast("cuda")`,
     `torch.autocast(device_type=device.type)`, `torch.cuda.amp.autocast()`, all fp16 on CUDA),
     a `GradScaler`, `.half()`, `.to(torch.float16)`, `TrainingArguments(fp16=True)` (and TRL's
-    configs), `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"` — when it
+    configs), `Accelerator(mixed_precision="fp16")`, Lightning `precision="16-mixed"`, and the
+    config files the project ships for them: a DeepSpeed JSON with `fp16.enabled: true` given
+    to `deepspeed.initialize(model=model, config="ds_config.json")`, a `TrainingArguments` JSON
+    with `"fp16": true` read by `HfArgumentParser(...).parse_json_file("args.json")` and handed
+    to the Trainer (a path the linter cannot resolve, or a file it cannot read, is unknown:
+    not reported) — when it
     applies to a model that is bf16: loaded as bf16
     (`from_pretrained(..., torch_dtype=torch.bfloat16)`, `dtype="bfloat16"`, or a
     `**model_kwargs` dict that says so), cast to bf16

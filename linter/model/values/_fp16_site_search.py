@@ -54,10 +54,11 @@ AUTOCAST = frozenset(
 )
 #: autocasts whose default dtype is float16 whatever the device argument says.
 CUDA_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
-#: Text a file with a finding must contain: an fp16 switch, and a sign of training.
+#: Text a file with a finding must contain: an fp16 switch (in the file, or in the config a
+#: ``parse_json_file`` or DeepSpeed reads), and a sign of training.
 _FP16_TEXT = re.compile(
     r"float16|half|autocast|GradScaler|fp16|precision\s*=\s*[\"']?16|[\"']16-(?:mixed|true)"
-    r"|Accelerator\s*\(",
+    r"|Accelerator\s*\(|parse_json_file|deepspeed\.initialize",
     re.IGNORECASE,
 )
 _TRAINING_TEXT = re.compile(r"\.(?:backward|fit|train)\s*\(|Trainer\b")

@@ -10,11 +10,12 @@ themselves (AMP008): then the switches that bring a GradScaler (``loss_scaling``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import libcst as cst
 
-from linter.model.settings import SwitchOn
+from linter.model.settings import TRAINING_ARGUMENTS_READER, SwitchOn, config_references
 from linter.model.syntax import (
     FP16,
     Fact,
@@ -36,7 +37,7 @@ from linter.model.values._parsed_training_arguments import (
     TRAINING_ARGUMENTS,
     parsed_training_arguments,
 )
-from linter.model.values._precision_engines import precision_engines
+from linter.model.values._precision_engines import DEEPSPEED_ENGINE, precision_engines
 
 #: Lightning ``precision=`` values that mean fp16.
 LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
@@ -63,6 +64,7 @@ class Fp16Sites(ScalerSites):
             *handed,
             *(() if loss_scaling_only else self._casts()),
             *self._training_arguments(),
+            *self._deepspeed_engines(),
             *self._accelerators(),
             *self._lightning(),
         )
@@ -186,14 +188,59 @@ class Fp16Sites(ScalerSites):
             bound = assigned_name(self.index, call)
             yield from self._trainers_of(fp16, what, (call, bound), switch, requires)
         for parsed in parsed_training_arguments(self.index):
+            receiver = (parsed.binding.value, parsed.name)
+            shipped = self._json_fp16(parsed.binding.value)
+            if shipped is not None:
+                # `parse_json_file("args.json")`: the file the project ships says.
+                if shipped:
+                    what = f"the Trainer given `{parsed.name}` from {shipped}"
+                    always = SwitchOn(frozenset())
+                    fix = 'set `"bf16": true` and `"fp16": false` in that file'
+                    yield from self._trainers_of(
+                        parsed.binding, what, receiver, always, frozenset(), fix
+                    )
+                continue
             # `training_args` an HfArgumentParser filled: on where `--fp16` was given.
             flag = cst.Attribute(value=cst.parse_expression(parsed.name), attr=cst.Name("fp16"))
             switch = self._runtime_switch(flag)
             if switch is None:
                 continue
             what = f"the Trainer given `{parsed.name}` from HfArgumentParser"
-            receiver = (parsed.binding.value, parsed.name)
             yield from self._trainers_of(parsed.binding, what, receiver, switch, switch.facts)
+
+    def _json_fp16(self, parse: cst.BaseExpression) -> str | None:
+        """For ``parser.parse_json_file(path)`` of a file the project ships: where it says
+        ``"fp16": true`` (``"fp16": true in args.json, line 3``), or ``""`` when it says
+        otherwise; None for any other parse, or a file that cannot be read (unknown)."""
+        call = parse.value if isinstance(parse, cst.Subscript) else parse
+        for reference in config_references(self.context):
+            if reference.node is not call or reference.reader != TRAINING_ARGUMENTS_READER:
+                continue
+            if not reference.known:
+                return None
+            values = reference.values("fp16") or ()
+            if values and all(value.value is True for _config, value in values):
+                config, value = values[0]
+                name = os.path.basename(config.path)
+                return f'`"fp16": true` in {name}, line {value.line}'
+            return ""
+        return None
+
+    def _deepspeed_engines(self) -> Iterator[Fp16Site]:
+        """``deepspeed.initialize(model=model, config=...)`` whose config says fp16 (a JSON the
+        project ships, a dict): the engine trains that model in fp16 with its own loss scaler."""
+        for engine in precision_engines(self.context):
+            if engine.framework != DEEPSPEED_ENGINE or engine.precision != FP16:
+                continue
+            model = keyword(engine.node, "model") or positional(engine.node, 1)
+            found = self.model_in(model.value, engine.node) if model is not None else None
+            if found is not None:
+                yield Fp16Site(
+                    engine.node,
+                    engine.source,
+                    "set `bf16.enabled: true` (and `fp16.enabled: false`) in the DeepSpeed config",
+                    *found,
+                )
 
     def _trainers_of(
         self,
@@ -202,6 +249,7 @@ class Fp16Sites(ScalerSites):
         receiver: tuple[cst.CSTNode, str | None],
         switch: SwitchOn,
         requires: frozenset[Fact],
+        fix: str = "use `bf16=True`",
     ) -> Iterator[Fp16Site]:
         """The site of the first Trainer handed the training arguments ``receiver`` made (the
         expression that made them and the name it is bound to; see `is_receiver`), with the
@@ -218,7 +266,7 @@ class Fp16Sites(ScalerSites):
                 yield Fp16Site(
                     node,
                     what,
-                    "use `bf16=True`",
+                    fix,
                     model,
                     origin,
                     switch.when,
