@@ -313,8 +313,8 @@ class Trainer:
         dividing = _dividing_by_the_scale(index)
         # By where the read happens as its iteration sees it: a helper's read at each per-step
         # call that runs it (the helper's own line is right wherever the caller unscales first).
-        found: dict[cst.CSTNode, tuple[list[Event], Event, Iteration]] = {}
-        covered: set[cst.CSTNode] = set()
+        found: dict[cst.Call, tuple[list[Event], Event, Iteration]] = {}
+        covered: set[cst.Call] = set()
         for iteration in model.iterations:
             if not iteration.of(Kind.SCALER_STEP, Kind.UPDATE):
                 continue  # not an AMP iteration
@@ -323,16 +323,24 @@ class Trainer:
                 if backward is None or index.enclosing_function(read.call) in dividing:
                     continue
                 if _unscaled_before(model, index, iteration, read, backward, unscalers):
-                    covered.add(read.site)
+                    covered.add(_site(context, read))
                 else:
-                    reads = found.setdefault(read.site, ([], backward, iteration))[0]
+                    reads = found.setdefault(_site(context, read), ([], backward, iteration))[0]
                     if all(r.call is not read.call for r in reads):
                         reads.append(read)
         for site, (reads, backward, iteration) in sorted(
             found.items(), key=lambda item: index.order[item[0]]
         ):
             if site not in covered:
-                yield _finding(context, reads, backward, iteration)
+                yield _finding(context, site, reads, backward, iteration)
+
+
+def _site(context: ModuleContext, read: Event) -> cst.Call:
+    """Where a read is reported: a read in a function of another module at the call here that
+    runs it (the engine places a node of that function there), one in a helper of this module
+    at the call in the iteration that runs it (the helper is right wherever its caller
+    unscales first), any other where it is."""
+    return read.call if read.call in context.foreign else read.site
 
 
 def _dividing_by_the_scale(index: ModuleIndex) -> set[cst.CSTNode | None]:
@@ -391,7 +399,11 @@ def _scaled_backward_before(index: ModuleIndex, iteration: Iteration, read: Even
 
 
 def _finding(
-    context: ModuleContext, reads: list[Event], backward: Event, iteration: Iteration
+    context: ModuleContext,
+    site: cst.Call,
+    reads: list[Event],
+    backward: Event,
+    iteration: Iteration,
 ) -> Finding:
     """One finding per site: a read, or the call of a helper that makes ``reads``."""
     read = reads[0]
@@ -400,7 +412,6 @@ def _finding(
     optimizer = steps[0].optimizer if steps and steps[0].optimizer else "optimizer"
     if backward.via is not None and steps and steps[0].scaler:
         scaler = steps[0].scaler  # as this module names it, not the other module's words
-    site = read.site
     text = context.module.code_for_node(site)
     if len(text) > _QUOTED or "\n" in text:
         text = f"{last_part(dotted_name(site.func) or 'read')}(...)"
@@ -411,9 +422,11 @@ def _finding(
         f"`{scaler}.unscale_({optimizer})` before reading"
     )
     related: list[tuple[cst.CSTNode, str]] = [(backward.site, "scaled backward")]
-    if read.via is not None:
+    if site is not read.call:
         # The helper reads nothing wrong by itself: this call runs it before `unscale_`.
         related += [(r.call, "the gradients are read here") for r in reads]
+    elif read.via is not None:
+        related.append((read.via, "read called here"))
     return Finding(site, message, related=tuple(related))
 
 
