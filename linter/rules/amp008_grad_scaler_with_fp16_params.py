@@ -21,11 +21,14 @@ from linter.model.values import TRAINING_ARGUMENTS, Fp16Site, Fp16Sites, Fp32Tra
 
 #: Text of an fp16 model: a ``.half()`` cast, or ``float16``/``torch.half`` in a cast or a load.
 _FP16_MODEL_TEXT = re.compile(r"\.half\s*\(|float16|torch\.half\b")
-#: Text of a switch that brings a GradScaler (``HfArgumentParser``: a parsed ``--fp16``).
+#: Text of a switch that brings a GradScaler.
 _LOSS_SCALING_TEXT = re.compile(
     r"GradScaler|fp16\s*=|mixed_precision|precision\s*=\s*[\"']?16(?!-true)|Accelerator\s*\("
-    r"|HfArgumentParser"
 )
+#: ...or of training arguments a parser fills (a parsed ``--fp16``), handed to a Trainer of
+#: any name (``TevatronTrainer``, ``DistilTrainer``).
+_PARSED_ARGUMENTS_TEXT = "HfArgumentParser"
+_TRAINER_TEXT = re.compile(r"Trainer\b")
 
 #: Functions that run before training and hand on what they build, where a cast of a model
 #: that another function trains is part of the setup (not an export or an eval step).
@@ -33,10 +36,11 @@ _SETUP_FUNCTIONS = frozenset({"__init__", "setup", "configure_model", "configure
 
 
 def may_hold_a_finding(source: str) -> bool:
-    """Cheap text test: an fp16 model and a loss-scaling switch."""
-    return (
-        _FP16_MODEL_TEXT.search(source) is not None
-        and _LOSS_SCALING_TEXT.search(source) is not None
+    """Cheap text test: an fp16 model and a loss-scaling switch (or an ``HfArgumentParser``
+    beside a Trainer: the parsed ``--fp16``)."""
+    return _FP16_MODEL_TEXT.search(source) is not None and (
+        _LOSS_SCALING_TEXT.search(source) is not None
+        or (_PARSED_ARGUMENTS_TEXT in source and _TRAINER_TEXT.search(source) is not None)
     )
 
 

@@ -229,6 +229,8 @@ class Fp16Sites(ScalerSites):
     def _deepspeed_engines(self) -> Iterator[Fp16Site]:
         """``deepspeed.initialize(model=model, config=...)`` whose config says fp16 (a JSON the
         project ships, a dict): the engine trains that model in fp16 with its own loss scaler."""
+        if "initialize" not in self.context.source:
+            return  # no engine to read: the configs are read only for a file that builds one
         for engine in precision_engines(self.context):
             if engine.framework != DEEPSPEED_ENGINE or engine.precision != FP16:
                 continue

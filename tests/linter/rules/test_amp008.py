@@ -429,6 +429,8 @@ def test_inference_only_files_are_not_reported() -> None:
         ("model.half()\nloss.backward()\n", False),
         ("scaler = GradScaler()\nscaler.step(opt)\n", False),
         ('model.half()\nL.Trainer(precision="16-true")\n', False),
+        ("torch_dtype=torch.float16\nHfArgumentParser\ntrainer_cls = DistilTrainer\n", True),
+        ("torch_dtype=torch.float16\nHfArgumentParser\nencode(model)\n", False),
     ],
 )
 def test_the_pre_filter_needs_an_fp16_model_and_a_loss_scaling_switch(
