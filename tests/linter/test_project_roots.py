@@ -315,7 +315,9 @@ def src_layout(tmp_path_factory: pytest.TempPathFactory) -> Path:
         '    scaler = torch.amp.GradScaler("cuda")\n'
         "    log = []\n"
         "    for batch in loader:\n"
-        "        train_step(model, criterion, batch, optimizer, scaler, log)\n",
+        "        train_step(model, criterion, batch, optimizer, scaler, log)\n"
+        "        scaler.step(optimizer)\n"
+        "        scaler.update()\n",
         encoding="utf-8",
     )
     return repo
