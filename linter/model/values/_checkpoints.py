@@ -68,7 +68,8 @@ _MODEL_SAVERS = frozenset({"save_pretrained", "save_model"})
 #: Callee names of checkpointer classes built with the objects they checkpoint (fvcore's
 #: ``Checkpointer``, detectron2's ``DetectionCheckpointer``, ``FSDPCheckpointer``...).
 CHECKPOINTER_NAME = re.compile(r"^\w*Checkpointer$")
-#: How a finding says to add the scaler's state to a saved dict, and to a checkpointer.
+#: How a finding says to add the scaler's state to a saved dict, a checkpointer, a folder
+#: checkpoint and an object that saves itself.
 ADD_AN_ENTRY = '`"scaler": scaler.state_dict()` (and load it on resume)'
 SAVE_BESIDE = (
     '`torch.save(scaler.state_dict(), ...)` beside it, to a "scaler.pt" of the same folder '
