@@ -23,6 +23,7 @@ from linter.model.settings._config_files import (
     precision_facts,
     precision_of,
 )
+from linter.model.settings._config_files import TRAINING_ARGUMENTS as TRAINING_ARGUMENTS_FILE
 from linter.model.settings._config_references import (
     ACCELERATE_READER,
     DEEPSPEED_READER,
@@ -56,6 +57,7 @@ __all__ = [
     "LIGHTNING_CLI",
     "LIGHTNING_CLI_READER",
     "ON_GPUS_WITHOUT_BF16",
+    "TRAINING_ARGUMENTS_FILE",
     "TRAINING_ARGUMENTS_READER",
     "ConfigDtype",
     "ConfigDtypes",

@@ -346,10 +346,15 @@ class Bf16Origins:
         facts: frozenset[Fact],
     ) -> Bf16Origin:
         """An fp16 load or cast on the runs where ``test`` is ``holds``."""
-        code = self._index.module.code_for_node(test)
         description = "loaded as float16" if kind == "loaded" else "cast to float16"
-        when = f"when `{code}` is {'true' if holds else 'false'}"
+        when = f"when {self._test_is(test, holds)}"
         return Bf16Origin(node, description, kind=kind, when=when, facts=facts)
+
+    def _test_is(self, test: cst.BaseExpression, holds: bool) -> str:
+        """The runs where ``test`` evaluates to ``holds``, as a message says it (a quoted
+        ``args.fp16`` followed by "is true")."""
+        code = self._index.module.code_for_node(test)
+        return f"`{code}` is {'true' if holds else 'false'}"
 
     def _cast_origin(self, node: cst.Call, dtype: str) -> Bf16Origin | None:
         if dtype != self.target:
@@ -436,9 +441,8 @@ class Bf16Origins:
             if arm is None:
                 continue
             statement, branch = arm
-            code = self._index.module.code_for_node(statement.test)
-            holds = "true" if branch is statement.body else "false"
-            where = f"`{code}` is {holds} in `{function.name.value}`"
+            runs = self._test_is(statement.test, branch is statement.body)
+            where = f"{runs} in `{function.name.value}`"
             when = f"{origin.when} and {where}" if origin.when else f"when {where}"
             return replace(origin, when=when)
         return origin

@@ -10,12 +10,17 @@ themselves (AMP008): then the switches that bring a GradScaler (``loss_scaling``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import libcst as cst
 
-from linter.model.settings import TRAINING_ARGUMENTS_READER, SwitchOn, config_references
+from linter.model.settings import (
+    TRAINING_ARGUMENTS_FILE,
+    TRAINING_ARGUMENTS_READER,
+    SwitchOn,
+    config_references,
+    precision_facts,
+)
 from linter.model.syntax import (
     FP16,
     Fact,
@@ -37,7 +42,11 @@ from linter.model.values._parsed_training_arguments import (
     TRAINING_ARGUMENTS,
     parsed_training_arguments,
 )
-from linter.model.values._precision_engines import DEEPSPEED_ENGINE, precision_engines
+from linter.model.values._precision_engines import (
+    DEEPSPEED_ENGINE,
+    describe_setting,
+    precision_engines,
+)
 
 #: Lightning ``precision=`` values that mean fp16.
 LIGHTNING_FP16 = frozenset({"16", "16-mixed", "16-true"})
@@ -209,21 +218,24 @@ class Fp16Sites(ScalerSites):
             yield from self._trainers_of(parsed.binding, what, receiver, switch, switch.facts)
 
     def _json_fp16(self, parse: cst.BaseExpression) -> str | None:
-        """For ``parser.parse_json_file(path)`` of a file the project ships: where it says
-        ``"fp16": true`` (``"fp16": true in args.json, line 3``), or ``""`` when it says
-        otherwise; None for any other parse, or a file that cannot be read (unknown)."""
+        r"""For ``parser.parse_json_file(path)`` of files the project ships: where they say fp16
+        (the setting, file and line, when every file it may read does), or ``""``
+        when they pick another precision; None for any other parse, or files that cannot be read
+        or do not say (unknown)."""
         call = parse.value if isinstance(parse, cst.Subscript) else parse
         for reference in config_references(self.context):
             if reference.node is not call or reference.reader != TRAINING_ARGUMENTS_READER:
                 continue
             if not reference.known:
                 return None
-            values = reference.values("fp16") or ()
-            if values and all(value.value is True for _config, value in values):
-                config, value = values[0]
-                name = os.path.basename(config.path)
-                return f'`"fp16": true` in {name}, line {value.line}'
-            return ""
+            every = [precision_facts(c, TRAINING_ARGUMENTS_FILE) for c in reference.configs]
+            picked = {facts.precision for facts in every}
+            if None in picked:
+                return None
+            if picked != {FP16}:
+                return ""
+            setting = next(s for s in every[0].evidence if s.value is True)
+            return describe_setting(self.context, reference.configs[0], setting)
         return None
 
     def _deepspeed_engines(self) -> Iterator[Fp16Site]:

@@ -126,7 +126,7 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
                         DEEPSPEED_ENGINE,
                         facts.precision,
                         facts.precision == FP16,
-                        _describe(context, reference.configs[0], setting),
+                        describe_setting(context, reference.configs[0], setting),
                         facts.torch_autocast,
                         _engine_names(index, call),
                         _path(context, reference.configs[0]),
@@ -141,7 +141,7 @@ def _find(context: ModuleContext, index: ModuleIndex) -> list[PrecisionEngine]:
             precision: str = picked.pop() or ""
             framework = ACCELERATE_ENGINE if shape == ACCELERATE else LIGHTNING_ENGINE
             config, setting = reference.configs[0], every[0].evidence[0]
-            source = _describe(context, config, setting)
+            source = describe_setting(context, config, setting)
             if len(reference.configs) > 1:
                 source += f" (and in each of the other {len(reference.configs) - 1} configs)"
             found.append(
@@ -268,7 +268,9 @@ def _path(context: ModuleContext, config: ConfigFile) -> str | None:
     return None if config.path == context.path and not config.text else config.path
 
 
-def _describe(context: ModuleContext, config: ConfigFile, setting: ConfigValue) -> str:
+def describe_setting(context: ModuleContext, config: ConfigFile, setting: ConfigValue) -> str:
+    """A config's setting as a message names it: the quoted key and value, then the file and
+    line (``in ds_config.json, line 4``), or the config dict's line in the module."""
     value = "true" if setting.value is True else repr(setting.value).replace("'", '"')
     if config.path == context.path and not config.text:
         return f"`{setting.key}: {value}` in the config dict on line {setting.line}"
