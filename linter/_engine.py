@@ -791,8 +791,15 @@ def _to_diagnostic(context: ModuleContext, rule: Rule, finding: Finding) -> Diag
             # location, as the command line names files, for tools to open.
             shown = context.project.locate(foreign[0]) if context.project else foreign[0]
             related.append(RelatedLocation(foreign[1], foreign[2], what, path=shown))
+            # The other functions the call may run, which do the same (`ForeignSite.alike`).
+            alike = context.foreign_alike(node)
+            for other, line, column in alike:
+                other_shown = context.project.locate(other) if context.project else other
+                related.append(RelatedLocation(line, column, "does the same", path=other_shown))
             if f"{foreign[0]}:" not in message:
-                message = f"{message} (see {foreign[0]}:{foreign[1]}:{foreign[2]})"
+                named = ", ".join(f"{other}:{line}" for other, line, _column in alike)
+                also = f"; {named} {'does' if len(alike) == 1 else 'do'} the same" if alike else ""
+                message = f"{message} (see {foreign[0]}:{foreign[1]}:{foreign[2]}{also})"
         elif node is not finding.node:
             position = context.position(node).start
             related.append(RelatedLocation(position.line, position.column + 1, what))

@@ -33,9 +33,9 @@ from linter.model.project import (
     RootFinder,
     Summaries,
     SummaryStore,
-    caller_digests,
     content_digest,
     is_within,
+    query_digests,
     scan_imports,
     sys_path_folders,
 )
@@ -151,9 +151,9 @@ def build_projects(
                 continue
             plan.summaries.add(path, summary, digest)
             plan.facts_store.summarised(path, plan.keys[path], digest)
-        callers = _caller_digests(plan) if facts_folder is not None else None
+        queries = _query_digests(plan) if facts_folder is not None else None
         plan.facts_store.save()
-        projects[root] = Project(plan.module_files, plan.summaries, plan.facts, callers, buffers)
+        projects[root] = Project(plan.module_files, plan.summaries, plan.facts, queries, buffers)
     return projects
 
 
@@ -170,20 +170,21 @@ def files_to_summarise(
     return [path for path, _data, _has_amp in plan.todo]
 
 
-def _caller_digests(plan: _Planned) -> dict[str, str]:
-    """The digests of the project's caller queries (`Project.dependency_digest`), from the
-    last run's when no summary changed: the check of a warm run's results loads no summary."""
+def _query_digests(plan: _Planned) -> dict[str, str]:
+    """The digests of the project's caller and method queries (`Project.dependency_digest`),
+    from the last run's when no summary changed: the check of a warm run's results loads no
+    summary."""
     summaries = plan.summaries
     combined = hashlib.sha256()
     for path in summaries:
         combined.update(f"{path}|{summaries.digest(path)}\n".encode())
-    known = plan.facts_store.memo.get("callers")
+    known = plan.facts_store.memo.get("queries")
     if isinstance(known, list) and len(known) == 2 and known[0] == combined.hexdigest():
         digests = known[1]
         if isinstance(digests, dict) and all(isinstance(v, str) for v in digests.values()):
             return digests
-    digests = caller_digests(summaries)
-    plan.facts_store.memo["callers"] = [combined.hexdigest(), digests]
+    digests = query_digests(summaries)
+    plan.facts_store.memo["queries"] = [combined.hexdigest(), digests]
     return digests
 
 
@@ -219,12 +220,20 @@ def _plan(
         facts[path] = known
     amp = {path for path, known in facts.items() if known.wants or known.seeds}
     imports = _import_graph(module_files, facts, facts_store)
-    chosen = set(amp)
+    near = set(amp)
     for path, targets in imports.items():
         if path in amp:
-            chosen |= targets
+            near |= targets
         elif targets & amp:
-            chosen.add(path)
+            near.add(path)
+    # And what those neighbours import: the classes whose objects reach AMP code although
+    # its file never names them, which class-hierarchy analysis reads as the candidates of a
+    # call on an object of unknown class (``main.py`` hands ``Trainer(guidance=
+    # StableDiffusion(...))``; ``models/__init__.py`` registers the classes ``MODELS[name]``
+    # builds).
+    chosen = set(near)
+    for path in near:
+        chosen |= imports.get(path, set())
     chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
     plan = _Planned(module_files, Summaries(store, SUMMARY_MAKER), [], {}, facts, facts_store)
     for path in sorted(chosen):

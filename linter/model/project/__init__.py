@@ -25,7 +25,7 @@ from linter.model.project._module_context import (
 )
 from linter.model.project._outline import outline, sys_path_folders
 from linter.model.project._project import Project
-from linter.model.project._project_index import caller_digests
+from linter.model.project._project_index import caller_digests, query_digests
 from linter.model.project._roots import ROOT_MARKERS, FoundRoot, RootFinder, is_within
 from linter.model.project._summary import (
     CONSTANT_CHARS,
@@ -95,6 +95,7 @@ __all__ = [
     "outline",
     "positions_of",
     "qualified_name",
+    "query_digests",
     "receiver_type",
     "scan_imports",
     "sys_path_folders",

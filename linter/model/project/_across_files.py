@@ -36,6 +36,8 @@ ACROSS_FILES: dict[str, str] = {
         "A clip threshold multiplied by the loss scale through a parameter: what the call of "
         "such a helper passes (`scale=self.scaler.get_scale()`), or what callers in other "
         "modules pass to the function that clips here. "
+        "A clip in the method of a model a registry builds (`MODELS[cfg.arch](cfg)`), when "
+        "every project class defining that method clips alike. "
         "A GradScaler held in a global of another module (`from .amp_state import grad_sc`) or "
         "set by a base class defined there (`self.amp = GradScaler()` in `trainer_base.py`) "
         "is a scaler here, whatever its name."
@@ -50,7 +52,10 @@ ACROSS_FILES: dict[str, str] = {
     ),
     "AMP006": (
         "A plain backward in a function of another module called before the scaler step (a "
-        "guidance module's `latents.backward(gradient=grad)`), and its branches on the scaler."
+        "guidance module's `latents.backward(gradient=grad)`), and its branches on the scaler; "
+        "also through an object handed to the trainer's constructor "
+        "(`self.guidance.train_step(...)`, where the callers pass `StableDiffusion(...)`), or "
+        "one of unknown class whose candidate classes all backpropagate alike."
     ),
     "AMP007": (
         "An `optimizer.step()` in a helper of another module called after a scaled backward; "

@@ -117,6 +117,17 @@ class CallGraph(ProjectIndex):
 
     def _unique_method(self, path: str, name: str) -> list[FunctionRef]:
         """The one method named ``name`` among the modules connected to ``path``."""
+        found = self.methods_named(path, name)
+        if len(found) == 1:
+            self.used.add(found[0].path)
+            return found
+        return []
+
+    def methods_named(self, path: str, name: str) -> list[FunctionRef]:
+        """Every method named ``name`` among the modules connected to ``path``: the candidates
+        of a call of that method on an object whose class nobody states (class-hierarchy
+        analysis); none for a generic name (`GENERIC_METHOD_NAMES`, a dunder), which a library
+        object answers as often as a project one."""
         if name in GENERIC_METHOD_NAMES or name.startswith("__"):
             return []
         if self._methods is None:
@@ -129,12 +140,10 @@ class CallGraph(ProjectIndex):
                             FunctionRef(summary.path, function.qualname)
                         )
             self._methods = methods
+        # The answer depends on every method of that name: a new one changes it.
+        self.used.add(f"methods:{name}")
         reachable = self.component(path)
-        found = [ref for ref in self._methods.get(name, []) if ref.path in reachable]
-        if len(found) == 1:
-            self.used.add(found[0].path)
-            return found
-        return []
+        return [ref for ref in self._methods.get(name, []) if ref.path in reachable]
 
     def imported_text(self, path: str, text: str) -> str:
         """The sources of the functions in the project modules ``path`` imports that ``text``

@@ -45,6 +45,9 @@ class ForeignSite:
     first_line: int
     #: The small module parsed from the summary's source (for positions inside it).
     module: cst.Module
+    #: (path, line, column of the ``def``) of the other functions the call may run, which do
+    #: the same (a call on an object of unknown class: `linter.model.project._candidates`).
+    alike: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +152,10 @@ class ModuleContext:
         self.project = project
         #: Local call -> the function of another module grafted under it (see ``Project.graft``).
         self.grafts: dict[cst.Call, cst.FunctionDef | None] = {}
-        #: Local call -> (path, qualified name) of the one function of another module it runs,
-        #: or None: the project's answer, whatever words a later graft asks for.
-        self.graft_targets: dict[cst.Call, tuple[str, str] | None] = {}
+        #: Local call -> the functions of other modules it may run, (path, qualified name), and
+        #: whether they are a receiver's candidates (`Project._graft_targets`): the project's
+        #: answer, whatever words a later graft asks for.
+        self.graft_targets: dict[cst.Call, tuple[tuple[tuple[str, str], ...], bool]] = {}
         #: (path, qualified name) -> how many trees of that function are grafted here.
         self.graft_copies: dict[tuple[str, str], int] = {}
         #: Grafted function -> (path, qualified name) of the function it is: a call in it is
@@ -231,6 +235,12 @@ class ModuleContext:
             return found
         where = self.position(node.name if isinstance(node, cst.FunctionDef) else node).start
         return where.line, where.column + 1
+
+    def foreign_alike(self, node: cst.CSTNode) -> tuple[tuple[str, int, int], ...]:
+        """(path, line, column) of the other functions that do what the grafted one holding ``node``
+        does (`ForeignSite.alike`); none for a node of this file."""
+        site = self.foreign.get(node)
+        return site.alike if site is not None else ()
 
     def foreign_position(self, node: cst.CSTNode) -> tuple[str, int, int] | None:
         """(path, 1-based line, 1-based column) of a grafted node in its own file, else None."""

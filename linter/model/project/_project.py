@@ -10,24 +10,35 @@ of what the module shows, it asks the project:
 - *What does this call run?* `Project.graft` parses the called function of another module from its
   summary and hangs it under the call, so the iteration, dtype and scaler analyses read its events
   and returns as they read a function of the same module; positions inside it map to the call
-  site, and findings name the other file as a related location.
+  site, and findings name the other file as a related location. A method called on an object
+  whose class nothing states has candidates (`linter.model.project._candidates`): it is grafted
+  when they agree.
 
 Every answer is recorded: `used` lists the summaries a lint consulted, which key its cached
-result. Unknown stays unknown: an unresolvable import, an ambiguous method name or a call into a
+result. Unknown stays unknown: an unresolvable import, candidates that disagree or a call into a
 library gives no answer, never a guess.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import libcst as cst
 
 from linter._parse import parse_module, parse_module_anew
 from linter.model.project._call_graph import CallGraph
+from linter.model.project._candidates import (
+    ClassRef,
+    agreeing_effects,
+    arity_fits,
+    classes_built,
+    stored_parameter,
+)
 from linter.model.project._module_context import (
     ForeignSite,
     FunctionRef,
@@ -35,9 +46,11 @@ from linter.model.project._module_context import (
     positions_of,
 )
 from linter.model.project._summary import (
+    GRAFT_WORDS,
     CallRecord,
     FunctionRecord,
     constructed_receivers,
+    declared_class,
     instance_type,
     qualified_name,
     receiver_type,
@@ -47,7 +60,6 @@ from linter.model.syntax import (
     argument_for,
     call_lines,
     descendants,
-    dotted_name,
     module_index,
     parameter_position,
     walk,
@@ -74,12 +86,16 @@ class _GraftedTrees:
     )
     #: (path, qualname) -> the parsed caller's function and its code nodes.
     caller_nodes: dict[tuple[str, str], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
-    #: (path, qualname, parameter) -> the class its callers pass (`Project.passed_class`), and
+    #: (path, qualname, parameter) -> the classes its callers pass (`Project.passed_classes`), and
     #: the summaries that answer read.
-    passed: dict[tuple[str, str, str], tuple[tuple[str, str] | None, frozenset[str]]] = field(
+    passed: dict[tuple[str, str, str], tuple[frozenset[ClassRef] | None, frozenset[str]]] = field(
         default_factory=dict
     )
 
+
+#: The functions of other modules a call may run, as (path, qualified name), and whether they
+#: are the candidates of a receiver of unknown class (`Project._graft_targets`).
+GraftTargets = tuple[tuple[tuple[str, str], ...], bool]
 
 #: One call of a function in a function of another module: the caller's path, record, parsed
 #: tree and code nodes, and the call (None where the parse does not find it).
@@ -154,10 +170,23 @@ class Project(CallGraph):
     ) -> tuple[str, str] | None:
         """The project class of the object every caller of ``function`` passes as its
         parameter ``name`` (``train_one_epoch(..., loss_scaler, ...)`` where each caller, in
-        another module, built ``loss_scaler = NativeScaler()``), as (path, class); None when a
-        caller is in this module, passes something else, or two callers pass objects of
-        different classes, or when no caller is known: unknown stays unknown. (Calls at a
-        module's top level are not summarised: such a caller is not seen.)"""
+        another module, built ``loss_scaler = NativeScaler()``), as (path, class); None when
+        callers pass objects of different classes, or of no project class (see
+        `passed_classes`)."""
+        classes = self.passed_classes(context, function, name)
+        if classes is None or len(classes) != 1:
+            return None
+        found = next(iter(classes))
+        return found if found[0] else None
+
+    def passed_classes(
+        self, context: ModuleContext, function: cst.FunctionDef, name: str
+    ) -> frozenset[ClassRef] | None:
+        """The classes of the objects the callers of ``function`` pass as its parameter
+        ``name`` (`classes_built`: ("", name) for another library's class); None when a caller
+        is in this module or passes something else, or when no caller is known: unknown stays
+        unknown. (Calls at a module's top level are not summarised: such a caller is not
+        seen.)"""
         if parameter_position(function, name) is None:
             return None
         index = module_index(context)
@@ -173,43 +202,19 @@ class Project(CallGraph):
             self.used |= known[1]
             return known[0]
         outer, self.used = self.used, set()  # what this answer reads, whatever was read before
-        found: set[tuple[str, str] | None] = set()
+        found: frozenset[ClassRef] | None = frozenset()
         callers = self.callers(FunctionRef(path, qualname))
         seen = 0
         for caller_path, _caller, _parsed, nodes, call in self._calls_elsewhere(context, function):
             seen += 1
             value = argument_for(call, function, name) if call is not None else None
-            found.add(self._class_built(caller_path, nodes, value))
-        answer = found.pop() if seen == len(callers) and len(found) == 1 else None
+            classes = classes_built(value, nodes, partial(self.class_of, caller_path))
+            found = found | classes if found is not None and classes is not None else None
+        answer = found if found and seen == len(callers) else None
         read, self.used = frozenset(self.used), outer
         self.used |= read
         self._trees.passed[key] = (answer, read)
         return answer
-
-    def _class_built(
-        self, path: str, nodes: tuple[cst.CSTNode, ...], value: cst.BaseExpression | None
-    ) -> tuple[str, str] | None:
-        """The project class that builds ``value`` in the caller whose code ``nodes`` are:
-        ``NativeScaler()`` itself, or a name that caller binds only to one (``loss_scaler =
-        NativeScaler()``), or to ``None`` on the runs that have none (a DeepSpeed branch's
-        ``loss_scaler = None``: where the object is used, it is that class's)."""
-        if isinstance(value, cst.Name):
-            bound = [
-                node.value
-                for node in nodes
-                if isinstance(node, cst.Assign)
-                and not (isinstance(node.value, cst.Name) and node.value.value == "None")
-                and any(
-                    isinstance(t.target, cst.Name) and t.target.value == value.value
-                    for t in node.targets
-                )
-            ]
-            classes = {self._class_built(path, nodes, b) for b in bound}
-            return classes.pop() if len(classes) == 1 else None
-        if isinstance(value, cst.Call):
-            callee = dotted_name(value.func)
-            return self.class_of(path, callee) if callee is not None else None
-        return None
 
     def _parsed_function(self, path: str, qualname: str, source: str) -> cst.Module | None:
         """A summarised function's source, parsed once per run (its nodes stay the same
@@ -244,15 +249,17 @@ class Project(CallGraph):
     ) -> cst.FunctionDef | None:
         index = module_index(context)
         if call in context.graft_targets:
-            found = context.graft_targets[call]
+            targets = context.graft_targets[call]
         else:
-            found = context.graft_targets[call] = self._graft_target(context, call)
-        if found is None:
+            targets = context.graft_targets[call] = self._graft_targets(context, call)
+        agreed = self._agreed(os.path.abspath(context.path), call, targets, words)
+        if agreed is None:
             return None
+        found, others = agreed
         target_path, target_qualname = found
         summary = self.summary(target_path)
         function_record = summary.function(target_qualname) if summary else None
-        if function_record is None or (words and not set(words) & set(function_record.words)):
+        if function_record is None:
             return None
         module = self._graft_tree(context, found, function_record.source)
         if module is None:
@@ -260,12 +267,55 @@ class Project(CallGraph):
         grafted = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
         if grafted is None:
             return None
+        alike = tuple((self.display(path), line, column) for path, line, column in others)
         site = ForeignSite(
-            call, self.display(target_path), target_qualname, function_record.line, module
+            call, self.display(target_path), target_qualname, function_record.line, module, alike
         )
         context.attach(grafted, call, site, index.attach(grafted, call))
         context.graft_origins[grafted] = found
         return grafted
+
+    def _agreed(
+        self, here: str, call: cst.Call, targets: GraftTargets, words: tuple[str, ...]
+    ) -> tuple[tuple[str, str], tuple[tuple[str, int, int], ...]] | None:
+        """The function to graft under ``call`` of ``targets`` (see `_graft_targets`), if its
+        source mentions one of ``words`` (any, when empty): the one target; of the candidates
+        of a receiver of unknown class, those whose signature accepts the call (`arity_fits`),
+        one when all of them do the same with ``words`` (`agreeing_effects`) and none is in the
+        module ``here`` being linted (its own functions are not grafted); else None. With it,
+        (path, line, column) of the other candidates' ``def``, which do the same."""
+        found, inferred = targets
+        records = []
+        for path, qualname in found:
+            summary = self.summary(path)
+            record = summary.function(qualname) if summary else None
+            if record is None:
+                return None
+            records.append(record)
+        mentioning = [r for r in records if not words or set(words) & set(r.words)]
+        if not mentioning or (not inferred and len(found) != 1):
+            return None
+        if not inferred:
+            return found[0], ()
+        fitting: list[tuple[tuple[str, str], FunctionRecord, str]] = []
+        for ref, record in zip(found, records, strict=True):
+            module = self._parsed_function(*ref, record.source)
+            if module is None:
+                return None
+            function = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
+            if function is None:
+                return None
+            if arity_fits(call, function):
+                fitting.append((ref, record, module.code_for_node(function.body)))
+        if any(ref[0] == here for ref, *_ in fitting):
+            return None
+        if len(fitting) == 1:
+            ref, record, _body = fitting[0]
+            return (ref, ()) if record in mentioning else None
+        if fitting and agreeing_effects([body for *_, body in fitting], words or GRAFT_WORDS):
+            others = tuple((ref[0], r.line, r.column + 1) for ref, r, _ in fitting[1:])
+            return fitting[0][0], others
+        return None
 
     def _graft_tree(
         self, context: ModuleContext, key: tuple[str, str], source: str
@@ -305,15 +355,17 @@ class Project(CallGraph):
             return None
         return copied if isinstance(copied, cst.Module) else None
 
-    def _graft_target(self, context: ModuleContext, call: cst.Call) -> tuple[str, str] | None:
-        """(path, qualified name) of the one function of another module ``call`` runs."""
+    def _graft_targets(self, context: ModuleContext, call: cst.Call) -> GraftTargets:
+        """The functions of other modules ``call`` may run, and whether they are the
+        candidates of a receiver of unknown class (`_receiver_candidates`) rather than the one
+        function a name, ``self`` or a known class resolves to."""
         index = module_index(context)
         callee = written_callee(call)
         path = os.path.abspath(context.path)
         if callee is None or path not in self.summaries:
-            return None
+            return (), False
         if call in context.foreign:
-            return self._nested_target(context, call, callee, path)
+            return self._nested_target(context, call, callee, path), False
         function = index.enclosing_function(call)
         caller = qualified_name(index, function) if function is not None else ""
         cls = index.enclosing_class(call)
@@ -331,16 +383,59 @@ class Project(CallGraph):
                 passed = self.passed_class(context, function, call.func.value)
                 method = self.method(*passed, "__call__") if passed is not None else None
                 if method is not None and method.path != path:
-                    return method.path, method.qualname
+                    return ((method.path, method.qualname),), False
+        held, _, name = callee.rpartition(".")
+        unknown = receiver is None or (
+            declared_class(receiver) is None and self.class_of(path, receiver) is None
+        )
+        if unknown and self._is_object(path, held) and self.resolve(path, callee) is None:
+            found = self._receiver_candidates(context, call, held, name)
+            return tuple((t.path, t.qualname) for t in found), True
         record = CallRecord(callee, 0, 0, None, False, caller or "", owner, receiver)
         targets = [t for t in self.call_targets(path, record) if t.path != path]
         if len(targets) != 1:
-            return None
-        return targets[0].path, targets[0].qualname
+            return (), False
+        return ((targets[0].path, targets[0].qualname),), False
+
+    def _is_object(self, path: str, held: str) -> bool:
+        """Whether ``held`` names an object whose class analysis may seek: a plain name or one
+        attribute of ``self`` (``guidance``, ``self.guidance``), not a name an import or a
+        builtin binds (``argparse.ArgumentParser``, ``str.join``)."""
+        name = held.removeprefix("self.")
+        if not name.isidentifier() or name in ("self", "cls"):
+            return False
+        if held.startswith("self."):
+            return True
+        summary = self.summary(path)
+        imported = {record.local for record in summary.imports} if summary else set()
+        return name not in imported and not hasattr(builtins, name)
+
+    def _receiver_candidates(
+        self, context: ModuleContext, call: cst.Call, held: str, name: str
+    ) -> list[FunctionRef]:
+        """The methods ``held.name(...)`` may run when no code states the class of ``held``:
+        for a constructor parameter stored as ``self.x``, or a parameter of the function, the
+        method of each class the callers pass (none if one of them is another library's or
+        lacks it); else every project method of that name (`CallGraph.methods_named`)."""
+        index = module_index(context)
+        function = index.enclosing_function(call)
+        cls = index.enclosing_class(call)
+        classes = None
+        if held.startswith("self.") and cls is not None:
+            stored = stored_parameter(index, cls, held)
+            classes = self.passed_classes(context, *stored) if stored is not None else None
+        elif function is not None and parameter_position(function, held) is not None:
+            classes = self.passed_classes(context, function, held)
+        if classes is None:
+            return self.methods_named(os.path.abspath(context.path), name)
+        if any(not path for path, _cls in classes):
+            return []
+        methods = [self.method(path, cls_name, name) for path, cls_name in sorted(classes)]
+        return [m for m in methods if m is not None] if all(methods) else []
 
     def _nested_target(
         self, context: ModuleContext, call: cst.Call, callee: str, path: str
-    ) -> tuple[str, str] | None:
+    ) -> tuple[tuple[str, str], ...]:
         """The target of a call inside a function grafted from another module, resolved in
         that module (open_clip's `main.py` watches gradients that `train_one_epoch` in
         `training/train.py` scales through its module's `backward()`): a plain function or a
@@ -349,7 +444,7 @@ class Project(CallGraph):
         root = context.foreign.root(call)
         origin = context.graft_origins.get(root)
         if origin is None or context.foreign[root].via in context.foreign:
-            return None
+            return ()
         module_path, qualname = origin
         owner, _, _method = qualname.rpartition(".")
         summary = self.summary(module_path)
@@ -357,8 +452,8 @@ class Project(CallGraph):
         record = CallRecord(callee, 0, 0, None, False, qualname, caller_class, None)
         targets = [t for t in self.call_targets(module_path, record) if t.path != path]
         if len(targets) != 1:
-            return None
-        return targets[0].path, targets[0].qualname
+            return ()
+        return ((targets[0].path, targets[0].qualname),)
 
 
 def _calls_by_line(

@@ -61,6 +61,28 @@ def caller_digests(summaries: Mapping[str, ModuleSummary]) -> dict[str, str]:
     return {name: digest.hexdigest()[:32] for name, digest in digests.items()}
 
 
+def method_digests(summaries: Mapping[str, ModuleSummary]) -> dict[str, str]:
+    """Method name -> a hash of every method of that name in ``summaries`` (path, qualified
+    name, source): what a result that resolved a call on an object of unknown class by the
+    project's methods of that name (``methods:<name>``) depends on; a new candidate changes it."""
+    digests: dict[str, hashlib._Hash] = {}
+    for path in sorted(summaries):
+        for function in summaries[path].functions:
+            _owner, dot, name = function.qualname.partition(".")
+            if dot:
+                text = f"{path}|{function.qualname}|{function.source}"
+                digests.setdefault(name, hashlib.sha256()).update(text.encode())
+    return {name: digest.hexdigest()[:32] for name, digest in digests.items()}
+
+
+def query_digests(summaries: Mapping[str, ModuleSummary]) -> dict[str, str]:
+    """``callers:<name>`` and ``methods:<name>`` -> their digests (`caller_digests`,
+    `method_digests`): every project query a cached result may depend on."""
+    found = {f"callers:{name}": d for name, d in caller_digests(summaries).items()}
+    found.update({f"methods:{name}": d for name, d in method_digests(summaries).items()})
+    return found
+
+
 class ProjectIndex:
     """The summaries of a project's modules, and the questions answered from them alone."""
 
@@ -69,7 +91,7 @@ class ProjectIndex:
         files: ModuleFiles,
         summaries: Mapping[str, ModuleSummary],
         facts: Mapping[str, FileFacts] | None = None,
-        caller_digests: dict[str, str] | None = None,
+        query_digests: dict[str, str] | None = None,
         buffers: Mapping[str, bytes] | None = None,
         *,
         maker: SummaryMaker | None = None,
@@ -87,7 +109,7 @@ class ProjectIndex:
         #: Paths of the summaries consulted since `reset_used` (a lint's dependencies).
         self.used: set[str] = set()
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
-        self._caller_digests: dict[str, str] | None = caller_digests
+        self._query_digests: dict[str, str] | None = query_digests
         #: The unsaved text of files an editor has open (what outlines were made from).
         self._buffers: Mapping[str, bytes] = buffers or {}
         #: (path, content digest) of an outline -> what it left out, made when first asked; None
@@ -283,13 +305,13 @@ class ProjectIndex:
 
     def dependency_digest(self, dependency: str) -> str:
         """The current hash of one thing a cached result depends on (see `used`): a summary, a
-        caller query, or a config file or folder (``file:<path>``) a rule read."""
+        caller or method query, or a config file or folder (``file:<path>``) a rule read."""
         if dependency.startswith("file:"):
             return _file_digest(dependency[len("file:") :])
-        if dependency.startswith("callers:"):
-            if self._caller_digests is None:
-                self._caller_digests = caller_digests(self.summaries)
-            return self._caller_digests.get(dependency[len("callers:") :], "none")
+        if dependency.startswith(("callers:", "methods:")):
+            if self._query_digests is None:
+                self._query_digests = query_digests(self.summaries)
+            return self._query_digests.get(dependency, "none")
         if isinstance(self.summaries, Summaries):
             return self.summaries.digest(dependency) or "missing"
         summary = self.summaries.get(dependency)

@@ -242,3 +242,24 @@ def test_an_edited_caller_that_hands_a_parameter_another_object_is_read_again(
         "helper = object()",
         ("engine.py", 12, "AMP001"),
     )
+
+
+@pytest.mark.usefixtures("trusted_now")
+def test_a_new_candidate_that_does_otherwise_makes_a_call_unknown_again(tmp_path: Path) -> None:
+    # `model.clip_gradients(...)` on a model `MODELS[cfg.arch]` builds runs any project class's
+    # `clip_gradients`: a module that gains one that does otherwise changes the loop's finding,
+    # though neither the loop's file nor anything it named changed.
+    fixture = "amp003_pos_registry_models_clip_alike"
+    root = tmp_path / fixture
+    shutil.copytree(PROJECTS / fixture, root)
+    (root / "pyproject.toml").write_text("")
+    registry = root / "models" / "__init__.py"
+    registry.write_text(registry.read_text() + "from models.convnext import ConvNeXt\n")
+    convnext = root / "models" / "convnext.py"
+    convnext.write_text("class ConvNeXt:\n    def forward(self, x):\n        return x\n")
+    finding = ("train.py", 16, "AMP003")
+    assert finding in _lint(root)
+    convnext.write_text(
+        "class ConvNeXt:\n    def clip_gradients(self, max_norm):\n        return None\n"
+    )
+    assert finding not in _lint(root)
