@@ -16,6 +16,7 @@ import libcst as cst
 
 from linter.model.project import (
     CONSTANT_CHARS,
+    STAR,
     CallRecord,
     ClassRecord,
     FunctionRecord,
@@ -114,10 +115,11 @@ def _imports(index: Any) -> Iterator[ImportRecord]:
                 if "." in full:
                     yield ImportRecord(full, full, None)
     for statement in index.nodes(cst.ImportFrom):
-        if isinstance(statement.names, cst.ImportStar):
-            continue
         module = dotted_name(statement.module) if statement.module is not None else ""
         level = len(statement.relative)
+        if isinstance(statement.names, cst.ImportStar):
+            yield ImportRecord(STAR, module or "", STAR, level)
+            continue
         for alias in statement.names:
             imported = dotted_name(alias.name) or ""
             bound = dotted_name(alias.asname.name) if alias.asname is not None else imported

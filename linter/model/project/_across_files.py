@@ -79,6 +79,14 @@ ACROSS_FILES: dict[str, str] = {
         "another module (`from amp_utils import autocast_ctx`), with the dtype that module "
         "gives it."
     ),
+    "AMP011": (
+        "A save or load helper of another module, judged with what the call passes: "
+        "`save_checkpoint(out_dir, epoch, model, optimizer, lr_scheduler)` in `utils.py` that "
+        "builds the dict from its parameters, a model class's `save_checkpoint` reached "
+        "through a package's re-export, a helper handed the dict the caller built. The "
+        "helper may arrive through `from data_utils.utils import *` (the module's public "
+        "names). The finding is at the call, naming the helper's save or load."
+    ),
     "AMP014": (
         "An engine that a helper of another module builds and returns (`engine, optimizer = "
         "build_engine(model, args)` with `deepspeed.initialize(..., config=DS_CONFIG)` and a "

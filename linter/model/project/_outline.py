@@ -33,6 +33,7 @@ from linter.model.project._script_paths import anchored_folder, single_bindings
 from linter.model.project._summary import (
     CONSTANT_CHARS,
     DOTTED,
+    STAR,
     CallRecord,
     ClassRecord,
     FunctionRecord,
@@ -261,6 +262,7 @@ def _imports(walked: _Walk) -> Iterator[ImportRecord]:
                     yield ImportRecord(full, full, None)
     for relative in walked.from_imports:
         if any(alias.name == "*" for alias in relative.names):
+            yield ImportRecord(STAR, relative.module or "", STAR, relative.level)
             continue
         for alias in relative.names:
             bound = alias.asname or alias.name

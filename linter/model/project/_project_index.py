@@ -9,6 +9,7 @@ built on it. Every answer is recorded in `used`, which keys a lint's cached resu
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ from linter.model.project._module_context import (
     ModuleContext,
 )
 from linter.model.project._summary import (
+    STAR,
     ClassRecord,
     ModuleSummary,
 )
@@ -161,7 +163,28 @@ class ProjectIndex:
             if target.attribute is not None:
                 start = self._member(target.path, target.attribute, depth + 1)
             return self._walk(start, parts[cut:], depth + 1)
-        return self._walk(self._defined(summary, parts[0]), parts[1:], depth)
+        defined = self._defined(summary, parts[0])
+        if not defined:
+            defined = self._star_imported(summary, parts[0], depth)
+        return self._walk(defined, parts[1:], depth)
+
+    def _star_imported(self, summary: ModuleSummary, name: str, depth: int) -> Found:
+        """``name`` as a ``from module import *`` of ``summary``'s module binds it: a public
+        name of that project module (one its ``__all__`` lists, else any without a leading
+        underscore) that it defines or imports; the last such import wins, as in Python."""
+        for record in reversed(summary.imports):
+            if record.local != STAR:
+                continue
+            target = self.files.resolve(
+                summary.path, record.module, record.level, None, summary.sys_path
+            )
+            source = self.summary(target.path) if target is not None else None
+            if source is None or source.path == summary.path or not _public(source, name):
+                continue
+            found = self._member(source.path, name, depth + 1)
+            if found:
+                return found
+        return ()
 
     def library_name(self, path: str, qualified: str) -> str | None:
         """The library's name for ``qualified`` (a name module ``path`` imports, qualified by
@@ -221,13 +244,16 @@ class ProjectIndex:
             return None
 
     def _member(self, path: str, name: str, depth: int) -> Found:
-        """``name`` in module ``path``: defined there, or imported there (a re-export)."""
+        """``name`` in module ``path``: defined there, or imported there (a re-export, also
+        through a star import)."""
         summary = self.summary(path)
-        if summary is None:
+        if summary is None or depth > _REEXPORT_DEPTH:
             return ()
         defined = self._defined(summary, name)
-        if defined or not any(record.local == name for record in summary.imports):
+        if defined:
             return defined
+        if not any(record.local == name for record in summary.imports):
+            return self._star_imported(summary, name, depth)
         found = self.resolve(path, name, depth + 1)
         if isinstance(found, FunctionRef):
             return ("function", found.path, found.qualname)
@@ -400,3 +426,18 @@ def _relative_under(path: str, folder: str) -> str | None:
     if relative == os.pardir or relative.startswith(os.pardir + os.sep):
         return None
     return relative.replace(os.sep, "/")
+
+
+def _public(summary: ModuleSummary, name: str) -> bool:
+    """Whether ``from module import *`` binds ``name`` of the module ``summary`` holds: listed
+    in its ``__all__`` when that is a literal list or tuple of strings, else any name without
+    a leading underscore."""
+    listed = dict(summary.constants).get("__all__")
+    if listed is not None:
+        try:
+            names = ast.literal_eval(listed)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            names = None
+        if isinstance(names, list | tuple) and all(isinstance(n, str) for n in names):
+            return name in names
+    return not name.startswith("_")

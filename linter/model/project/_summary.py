@@ -25,7 +25,11 @@ from linter.model.project._value_records import ValueRecord
 from linter.model.syntax import dotted_name
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 10
+SUMMARY_FORMAT = 11
+
+#: `ImportRecord.local` (and ``name``) of ``from module import *``: it binds no one name, but
+#: every public name of the module (`ProjectIndex.resolve`).
+STAR = "*"
 
 #: Words whose presence in a function makes it worth grafting into a caller of another module:
 #: training-iteration events (gradient reads among them), scale reads, dtype casts, checkpoint
@@ -99,7 +103,8 @@ GENERIC_METHOD_NAMES = frozenset(
 class ImportRecord:
     """One name an import statement binds, as written."""
 
-    #: The local name bound (``np`` of ``import numpy as np``; ``a`` of ``import a.b``).
+    #: The local name bound (``np`` of ``import numpy as np``; ``a`` of ``import a.b``; `STAR`
+    #: for ``from a import *``, which binds the module's public names).
     local: str
     #: The module named (``a.b``; ``""`` for ``from . import x``).
     module: str

@@ -183,6 +183,53 @@ def test_a_reexport_through_a_package_init_is_followed(tmp_path: Path) -> None:
     assert found == FunctionRef(str(tmp_path / "pkg/engine.py"), "train_step")
 
 
+STAR_SOURCES = {
+    "utils/io.py": """
+        import torch
+
+        def save_checkpoint(path, model, optimizer, scaler):
+            torch.save({"scaler": scaler.state_dict()}, path)
+
+        def _raw_save(path, model):
+            torch.save(model.state_dict(), path)
+    """,
+    "utils/legacy.py": """
+        __all__ = ["count_parameters"]
+
+        def count_parameters(model):
+            return sum(p.numel() for p in model.parameters())
+
+        def save_checkpoint(path, model, optimizer, scaler):
+            pass
+    """,
+    "utils/__init__.py": "from .io import *\n",
+    "train.py": "from utils.io import *\nfrom utils.legacy import *\n",
+    "pkg_train.py": "from utils import *\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("importer", "name", "expected"),
+    [
+        # The later star import does not bind a name its `__all__` leaves out.
+        ("train.py", "save_checkpoint", ("utils/io.py", "save_checkpoint")),
+        ("train.py", "count_parameters", ("utils/legacy.py", "count_parameters")),
+        ("train.py", "_raw_save", None),  # a leading underscore: not public
+        ("pkg_train.py", "save_checkpoint", ("utils/io.py", "save_checkpoint")),  # a chain
+        ("pkg_train.py", "no_such_helper", None),
+    ],
+)
+def test_a_star_import_binds_the_public_names_of_a_project_module(
+    tmp_path: Path, importer: str, name: str, expected: tuple[str, str] | None
+) -> None:
+    project = build(tmp_path, STAR_SOURCES)
+    found = project.resolve(str(tmp_path / importer), name)
+    if expected is None:
+        assert found is None or found == ()
+    else:
+        assert found == FunctionRef(str(tmp_path / expected[0]), expected[1])
+
+
 def test_a_grafted_function_brings_its_events_placed_at_the_call(tmp_path: Path) -> None:
     project = build(
         tmp_path,
