@@ -14,7 +14,9 @@ ACROSS_FILES: dict[str, str] = {
         "A read in a function whose per-step caller is in another module: a `train_step()` "
         "called in the batch loop of `main.py`, a subclass's step that a base class's loop calls "
         "through `self`, a method of a trainer object the script builds "
-        "(`trainer = Trainer(...)`, then `trainer.train_step(batch)` in its loop). A "
+        "(`trainer = Trainer(...)`, then `trainer.train_step(batch)` in its loop), a helper "
+        "called from a function of another module that is one training step by itself (a "
+        "model's `optimize_parameters` that steps the GradScaler, whoever calls it). A "
         '`loss_scaler.state_dict()["scale"]` read on a parameter that every caller, in other '
         "modules, hands an object of one project class that builds a GradScaler and defines "
         "`state_dict` (BEiT's and LaBraM's `NativeScalerWithGradNormCount`, built in the "

@@ -25,7 +25,7 @@ from linter.model.project._value_records import ValueRecord
 from linter.model.syntax import dotted_name
 
 #: Bumped whenever the summary layout or what goes into it changes.
-SUMMARY_FORMAT = 11
+SUMMARY_FORMAT = 12
 
 #: `ImportRecord.local` (and ``name``) of ``from module import *``: it binds no one name, but
 #: every public name of the module (`ProjectIndex.resolve`).

@@ -190,7 +190,9 @@ class PerStepAnalysis:
 
     def function_reason(self, function: cst.FunctionDef) -> str | None:
         """Why ``function`` runs every step from within this module (a hook, a per-step caller
-        here), or None; callers in other modules are the project's to add."""
+        here, or a scaler step of its own: `_own_step`), or None; callers in other modules are
+        the project's to add. A summary records it, so a helper of another module that such a
+        function calls runs every step through it."""
         if self._cached(function):
             return None
         hook = self._hook(function)
@@ -200,7 +202,7 @@ class PerStepAnalysis:
             why = self._reason(call, 1, frozenset({function}))
             if why is not None:
                 return f"in `{function.name.value}()`, called {why}"
-        return None
+        return self._own_step(function)
 
     def call_site(self, call: cst.Call) -> tuple[str | None, bool]:
         """Whether a call site runs every step on its own (the reason), and whether it runs
