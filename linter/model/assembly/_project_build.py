@@ -226,14 +226,19 @@ def _plan(
             near |= targets
         elif targets & amp:
             near.add(path)
-    # And what those neighbours import: the classes whose objects reach AMP code although
-    # its file never names them, which class-hierarchy analysis reads as the candidates of a
-    # call on an object of unknown class (``main.py`` hands ``Trainer(guidance=
-    # StableDiffusion(...))``; ``models/__init__.py`` registers the classes ``MODELS[name]``
-    # builds).
+    # And what two kinds of neighbour import: a script that imports AMP code and that no
+    # file imports (``main.py`` builds the objects it hands to that code: ``Trainer(guidance=
+    # StableDiffusion(...))``), and a package's ``__init__.py`` (its registry: the classes
+    # ``MODELS[name]`` builds). Their classes are the candidates class-hierarchy analysis
+    # reads for a call on an object of unknown class. (Every neighbour's imports were 66%
+    # more summaries on the 54-repository blind sample; these two, 43%.)
+    imported = {target for targets in imports.values() for target in targets}
     chosen = set(near)
-    for path in near:
-        chosen |= imports.get(path, set())
+    for path in near - amp:
+        targets = imports.get(path, set())
+        is_script = bool(targets & amp) and path not in imported
+        if is_script or os.path.basename(path) == "__init__.py":
+            chosen |= targets
     chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
     plan = _Planned(module_files, Summaries(store, SUMMARY_MAKER), [], {}, facts, facts_store)
     for path in sorted(chosen):

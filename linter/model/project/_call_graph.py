@@ -123,12 +123,12 @@ class CallGraph(ProjectIndex):
             return found
         return []
 
-    def methods_named(self, path: str, name: str) -> list[FunctionRef]:
+    def methods_named(self, path: str, name: str, *, generic: bool = False) -> list[FunctionRef]:
         """Every method named ``name`` among the modules connected to ``path``: the candidates
         of a call of that method on an object whose class nobody states (class-hierarchy
         analysis); none for a generic name (`GENERIC_METHOD_NAMES`, a dunder), which a library
-        object answers as often as a project one."""
-        if name in GENERIC_METHOD_NAMES or name.startswith("__"):
+        object answers as often as a project one, unless ``generic``."""
+        if not generic and (name in GENERIC_METHOD_NAMES or name.startswith("__")):
             return []
         if self._methods is None:
             methods: dict[str, list[FunctionRef]] = {}

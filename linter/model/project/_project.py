@@ -33,10 +33,12 @@ import libcst as cst
 from linter._parse import parse_module, parse_module_anew
 from linter.model.project._call_graph import CallGraph
 from linter.model.project._candidates import (
+    Candidate,
     ClassRef,
     agreeing_effects,
     arity_fits,
     classes_built,
+    read_candidate,
     stored_parameter,
 )
 from linter.model.project._module_context import (
@@ -86,6 +88,9 @@ class _GraftedTrees:
     )
     #: (path, qualname) -> the parsed caller's function and its code nodes.
     caller_nodes: dict[tuple[str, str], tuple[cst.CSTNode, ...]] = field(default_factory=dict)
+    #: (path, qualname) -> the function as a candidate of a call on an object of unknown
+    #: class (`linter.model.project._candidates.read_candidate`), None when unreadable.
+    candidates: dict[tuple[str, str], Candidate | None] = field(default_factory=dict)
     #: (path, qualname, parameter) -> the classes its callers pass (`Project.passed_classes`), and
     #: the summaries that answer read.
     passed: dict[tuple[str, str, str], tuple[frozenset[ClassRef] | None, frozenset[str]]] = field(
@@ -299,14 +304,11 @@ class Project(CallGraph):
             return found[0], ()
         fitting: list[tuple[tuple[str, str], FunctionRecord, str]] = []
         for ref, record in zip(found, records, strict=True):
-            module = self._parsed_function(*ref, record.source)
-            if module is None:
+            candidate = self._candidate(ref, record.source)
+            if candidate is None:
                 return None
-            function = next((s for s in module.body if isinstance(s, cst.FunctionDef)), None)
-            if function is None:
-                return None
-            if arity_fits(call, function):
-                fitting.append((ref, record, module.code_for_node(function.body)))
+            if arity_fits(call, candidate):
+                fitting.append((ref, record, candidate.body))
         if any(ref[0] == here for ref, *_ in fitting):
             return None
         if len(fitting) == 1:
@@ -316,6 +318,12 @@ class Project(CallGraph):
             others = tuple((ref[0], r.line, r.column + 1) for ref, r, _ in fitting[1:])
             return fitting[0][0], others
         return None
+
+    def _candidate(self, ref: tuple[str, str], source: str) -> Candidate | None:
+        """The `Candidate` of the function ``ref``, read once per run."""
+        if ref not in self._trees.candidates:
+            self._trees.candidates[ref] = read_candidate(source)
+        return self._trees.candidates[ref]
 
     def _graft_tree(
         self, context: ModuleContext, key: tuple[str, str], source: str
@@ -417,6 +425,9 @@ class Project(CallGraph):
         for a constructor parameter stored as ``self.x``, or a parameter of the function, the
         method of each class the callers pass (none if one of them is another library's or
         lacks it); else every project method of that name (`CallGraph.methods_named`)."""
+        path = os.path.abspath(context.path)
+        if not self.methods_named(path, name, generic=True):
+            return []  # no project class defines it: whatever the object is, none runs
         index = module_index(context)
         function = index.enclosing_function(call)
         cls = index.enclosing_class(call)
@@ -427,7 +438,7 @@ class Project(CallGraph):
         elif function is not None and parameter_position(function, held) is not None:
             classes = self.passed_classes(context, function, held)
         if classes is None:
-            return self.methods_named(os.path.abspath(context.path), name)
+            return self.methods_named(path, name)
         if any(not path for path, _cls in classes):
             return []
         methods = [self.method(path, cls_name, name) for path, cls_name in sorted(classes)]

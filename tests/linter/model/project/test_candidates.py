@@ -10,9 +10,11 @@ import pytest
 
 from linter._parse import parse_module
 from linter.model.project._candidates import (
+    Candidate,
     agreeing_effects,
     arity_fits,
     classes_built,
+    read_candidate,
     stored_parameter,
 )
 from linter.model.syntax import ModuleIndex, descendants
@@ -24,11 +26,10 @@ def _call(text: str) -> cst.Call:
     return expression
 
 
-def _method(text: str) -> cst.FunctionDef:
-    module = parse_module(textwrap.dedent(text))
-    function = module.body[0]
-    assert isinstance(function, cst.FunctionDef)
-    return function
+def _method(text: str) -> Candidate:
+    candidate = read_candidate(textwrap.dedent(text))
+    assert candidate is not None
+    return candidate
 
 
 TRAIN_STEP = "def train_step(self, text_z, pred_rgb, guidance_scale=100, *, as_latent=False): ..."
@@ -73,6 +74,30 @@ def test_a_static_method_takes_its_first_parameter_from_the_call() -> None:
     plain = _method("def backward(self, grad_output): ...")
     assert not arity_fits(_call("accelerator.backward(loss)"), static)
     assert arity_fits(_call("accelerator.backward(loss)"), plain)
+
+
+def test_a_candidate_body_leaves_out_its_signature_and_decorators() -> None:
+    candidate = _method(
+        """
+        @torch.no_grad()
+        def train_step(self, latents, step_scale=1.0):
+            grad = step_scale * latents
+            latents.backward(gradient=grad)
+        """
+    )
+    assert candidate.body.split() == [
+        "grad",
+        "=",
+        "step_scale",
+        "*",
+        "latents",
+        "latents.backward(gradient=grad)",
+    ]
+
+
+def test_source_that_holds_no_function_is_no_candidate() -> None:
+    assert read_candidate("x = 1\n") is None
+    assert read_candidate("def broken(:\n") is None
 
 
 def test_star_parameters_take_what_is_left() -> None:
