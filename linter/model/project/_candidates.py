@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from linter.model.project._summary import declared_class
-from linter.model.syntax import ModuleIndex, dotted_name
+from linter.model.syntax import ModuleIndex, dotted_name, parameter_position
 
 #: A class of the project (path, name), or ("", name) for a class no summary holds (another
 #: library's): an object of it runs no project method.
@@ -176,8 +176,7 @@ def stored_parameter(
     init, value = found[0]
     if init is None or init.name.value != "__init__" or not isinstance(value, cst.Name):
         return None
-    params = init.params
-    if all(p.name.value != value.value for p in (*params.params, *params.kwonly_params)):
+    if parameter_position(init, value.value) is None:
         return None
     return init, value.value
 
