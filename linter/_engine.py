@@ -694,9 +694,12 @@ def _prepare(
     known = project.facts.get(absolute) if project is not None and job.data is None else None
     if project is not None and known is not None:
         # What the project's plan read of the file answers without reading it again: a file
-        # with no trigger word that no summary connects to AMP code has nothing to parse; for
-        # the rest, the cache is looked up by the content digest.
-        if not known.wants and absolute not in project.summaries:
+        # with no trigger word that no summary connects to AMP code (none, or one kept only for
+        # its classes) has nothing to parse; for the rest, the cache is looked up by the
+        # content digest.
+        if not known.wants and (
+            absolute not in project.summaries or absolute in project.classes_only
+        ):
             return FileReport(job.path), None, None
         key = cache.key_for(job, known.digest) if cache is not None else None
         hit = _cached(job, cache, key)

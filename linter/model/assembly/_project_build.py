@@ -65,6 +65,8 @@ class _Planned:
     keys: dict[str, str]
     facts: dict[str, FileFacts]
     facts_store: FactsStore
+    #: The summarised files that only hold candidate classes (`Project.classes_only`).
+    classes_only: frozenset[str] = frozenset()
 
 
 def build_project(
@@ -153,7 +155,14 @@ def build_projects(
             plan.facts_store.summarised(path, plan.keys[path], digest)
         queries = _query_digests(plan) if facts_folder is not None else None
         plan.facts_store.save()
-        projects[root] = Project(plan.module_files, plan.summaries, plan.facts, queries, buffers)
+        projects[root] = Project(
+            plan.module_files,
+            plan.summaries,
+            plan.facts,
+            queries,
+            buffers,
+            classes_only=plan.classes_only,
+        )
     return projects
 
 
@@ -240,7 +249,15 @@ def _plan(
         if is_script or os.path.basename(path) == "__init__.py":
             chosen |= targets
     chosen &= _connected(imports, [os.path.abspath(p) for p in linted])
-    plan = _Planned(module_files, Summaries(store, SUMMARY_MAKER), [], {}, facts, facts_store)
+    plan = _Planned(
+        module_files,
+        Summaries(store, SUMMARY_MAKER),
+        [],
+        {},
+        facts,
+        facts_store,
+        frozenset(chosen - near),
+    )
     for path in sorted(chosen):
         known = facts.get(path)
         if known is None:

@@ -156,6 +156,9 @@ class ModuleContext:
         #: whether they are a receiver's candidates (`Project._graft_targets`): the project's
         #: answer, whatever words a later graft asks for.
         self.graft_targets: dict[cst.Call, tuple[tuple[tuple[str, str], ...], bool]] = {}
+        #: (local call, words) whose targets were left undecided, as no candidate has any of
+        #: the words (`Project._graft_targets`): asked again with those words, nothing to graft.
+        self.graft_undecided: set[tuple[cst.Call, tuple[str, ...]]] = set()
         #: (path, qualified name) -> how many trees of that function are grafted here.
         self.graft_copies: dict[tuple[str, str], int] = {}
         #: Grafted function -> (path, qualified name) of the function it is: a call in it is

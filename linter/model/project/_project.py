@@ -255,8 +255,14 @@ class Project(CallGraph):
         index = module_index(context)
         if call in context.graft_targets:
             targets = context.graft_targets[call]
+        elif (call, words) in context.graft_undecided:
+            return None
         else:
-            targets = context.graft_targets[call] = self._graft_targets(context, call)
+            decided = self._graft_targets(context, call, words)
+            if decided is None:
+                context.graft_undecided.add((call, words))
+                return None
+            targets = context.graft_targets[call] = decided
         agreed = self._agreed(os.path.abspath(context.path), call, targets, words)
         if agreed is None:
             return None
@@ -363,10 +369,15 @@ class Project(CallGraph):
             return None
         return copied if isinstance(copied, cst.Module) else None
 
-    def _graft_targets(self, context: ModuleContext, call: cst.Call) -> GraftTargets:
+    def _graft_targets(
+        self, context: ModuleContext, call: cst.Call, words: tuple[str, ...]
+    ) -> GraftTargets | None:
         """The functions of other modules ``call`` may run, and whether they are the
         candidates of a receiver of unknown class (`_receiver_candidates`) rather than the one
-        function a name, ``self`` or a known class resolves to."""
+        function a name, ``self`` or a known class resolves to. None, left undecided, where
+        seeking the class of an object would cost a walk of the callers elsewhere and no
+        project method of the name it calls mentions one of ``words`` (`_may_mention`):
+        whichever it runs, it has nothing to graft for this question."""
         index = module_index(context)
         callee = written_callee(call)
         path = os.path.abspath(context.path)
@@ -386,7 +397,14 @@ class Project(CallGraph):
             # wrappers, defined in `util/misc.py`, are called so from `engine.py`).
             receiver = instance_type(constructed, call, function, cls)
             callee = f"{callee}.__call__" if receiver is not None else callee
-            if receiver is None and isinstance(call.func, cst.Name) and function is not None:
+            if (
+                receiver is None
+                and isinstance(call.func, cst.Name)
+                and function is not None
+                and parameter_position(function, call.func.value) is not None
+            ):
+                if not self._may_mention(path, "__call__", words):
+                    return None
                 # A parameter that every caller elsewhere hands an object of one class.
                 passed = self.passed_class(context, function, call.func.value)
                 method = self.method(*passed, "__call__") if passed is not None else None
@@ -397,6 +415,8 @@ class Project(CallGraph):
             declared_class(receiver) is None and self.class_of(path, receiver) is None
         )
         if unknown and self._is_object(path, held) and self.resolve(path, callee) is None:
+            if not self._may_mention(path, name, words):
+                return None
             found = self._receiver_candidates(context, call, held, name)
             return tuple((t.path, t.qualname) for t in found), True
         record = CallRecord(callee, 0, 0, None, False, caller or "", owner, receiver)
@@ -404,6 +424,21 @@ class Project(CallGraph):
         if len(targets) != 1:
             return (), False
         return ((targets[0].path, targets[0].qualname),), False
+
+    def _may_mention(self, path: str, name: str, words: tuple[str, ...]) -> bool:
+        """Whether a project method ``name`` connected to ``path`` mentions one of ``words``
+        (any, when empty): what an object of unknown class may run when it is called so (the
+        methods of its class, or of a class it inherits from, are among them)."""
+        methods = self.methods_named(path, name, generic=True)
+        if not words:
+            return bool(methods)
+        wanted = set(words)
+        for ref in methods:
+            summary = self.summary(ref.path)
+            record = summary.function(ref.qualname) if summary else None
+            if record is None or wanted & set(record.words):
+                return True
+        return False
 
     def _is_object(self, path: str, held: str) -> bool:
         """Whether ``held`` names an object whose class analysis may seek: a plain name or one

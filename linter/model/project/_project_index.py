@@ -28,6 +28,7 @@ from linter.model.project._module_context import (
 from linter.model.project._summary import (
     STAR,
     ClassRecord,
+    ImportRecord,
     ModuleSummary,
 )
 from linter.model.project._summary_store import Summaries, SummaryMaker
@@ -97,6 +98,7 @@ class ProjectIndex:
         buffers: Mapping[str, bytes] | None = None,
         *,
         maker: SummaryMaker | None = None,
+        classes_only: frozenset[str] = frozenset(),
     ) -> None:
         self.files = files
         #: How a full summary (or its values alone) is made for an outline when a question
@@ -108,6 +110,10 @@ class ProjectIndex:
         #: path -> what the plan knew of each project file (its digest, whether it mentions a
         #: trigger word): a result cache and the pre-filter answer from it without a read.
         self.facts: Mapping[str, FileFacts] = facts or {}
+        #: Files summarised only for the classes they define (what an entry script or a
+        #: package's ``__init__.py`` imports: the candidates of a call on an object of unknown
+        #: class). Nothing connects them to AMP code, so a run has nothing in them to lint.
+        self.classes_only = classes_only
         #: Paths of the summaries consulted since `reset_used` (a lint's dependencies).
         self.used: set[str] = set()
         self._subclasses: dict[tuple[str, str], list[tuple[str, str]]] | None = None
@@ -120,6 +126,9 @@ class ProjectIndex:
         #: The same key -> the outline's values, made alone when values were asked first (no
         #: per-step reason: see `SummaryMaker.values`); none when unknown.
         self._values: dict[tuple[str, str], tuple[ValueRecord, ...]] = {}
+        #: path -> (its summary, its star imports, last first): most modules have none, and
+        #: a name no import binds is sought through them again and again.
+        self._stars: dict[str, tuple[ModuleSummary, tuple[ImportRecord, ...]]] = {}
 
     def reset_used(self) -> None:
         self.used = set()
@@ -172,9 +181,11 @@ class ProjectIndex:
         """``name`` as a ``from module import *`` of ``summary``'s module binds it: a public
         name of that project module (one its ``__all__`` lists, else any without a leading
         underscore) that it defines or imports; the last such import wins, as in Python."""
-        for record in reversed(summary.imports):
-            if record.local != STAR:
-                continue
+        kept = self._stars.get(summary.path)
+        if kept is None or kept[0] is not summary:
+            stars = tuple(r for r in reversed(summary.imports) if r.local == STAR)
+            kept = self._stars[summary.path] = (summary, stars)
+        for record in kept[1]:
             target = self.files.resolve(
                 summary.path, record.module, record.level, None, summary.sys_path
             )

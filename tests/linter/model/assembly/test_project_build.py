@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from linter.api import _AnyRuleWants
+import pytest
+
+from linter import _engine
+from linter.api import _AnyRuleWants, lint_paths
 from linter.model.assembly._project_build import (
     _PARALLEL_MIN,
     SummaryStore,
@@ -132,3 +135,49 @@ def test_a_file_connected_to_no_amp_file_is_not_to_be_summarised(tmp_path: Path)
     files = sorted(str(p) for p in tmp_path.glob("*.py"))
     chosen = files_to_summarise(str(tmp_path), files, WANTS)
     assert [Path(p).name for p in chosen] == ["helper.py", "train.py"]
+
+
+def _entry_script_tree(tmp_path: Path) -> list[str]:
+    """``main.py`` hands a ``models.py`` object to the trainer, which holds the AMP code:
+    ``models.py`` names no trigger word and imports nothing of the trainer."""
+    (tmp_path / "trainer.py").write_text(
+        "import torch\n\n"
+        "class Trainer:\n"
+        "    def __init__(self, model):\n"
+        "        self.model = model\n"
+        "        self.scaler = torch.amp.GradScaler('cuda')\n\n"
+        "    def fit(self, x):\n"
+        "        self.model.fit_one(x)\n"
+    )
+    (tmp_path / "models.py").write_text(
+        "class Net:\n    def fit_one(self, x):\n        return x + 1\n"
+    )
+    (tmp_path / "main.py").write_text(
+        "from models import Net\nfrom trainer import Trainer\n\nTrainer(Net()).fit(1)\n"
+    )
+    return sorted(str(p) for p in tmp_path.glob("*.py"))
+
+
+def test_what_an_entry_script_imports_is_summarised_for_its_classes_only(tmp_path: Path) -> None:
+    files = _entry_script_tree(tmp_path)
+    project = build_project(
+        str(tmp_path), files, WANTS, SummaryStore(None, "test"), workers=1, linted=files
+    )
+    assert sorted(Path(p).name for p in project.summaries) == ["main.py", "models.py", "trainer.py"]
+    assert [Path(p).name for p in project.classes_only] == ["models.py"]
+
+
+def test_a_file_summarised_for_its_classes_only_is_not_linted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _entry_script_tree(tmp_path)
+    linted: list[str] = []
+    real = _engine.lint_text
+
+    def recording(path: str, *args: object, **kwargs: object) -> object:
+        linted.append(Path(path).name)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_engine, "lint_text", recording)
+    lint_paths([str(tmp_path)], select=["ALL"], jobs=1)
+    assert sorted(linted) == ["main.py", "trainer.py"]

@@ -830,3 +830,69 @@ def test_a_library_name_a_project_module_re_exports(
     path = str(tmp_path / "train.py")
     assert project.library_name(path, "pkg.compat.GradScaler") == expected
     assert project.library_name(path, "torch.amp.GradScaler") is None  # not the project's
+
+
+_INJECTED = {
+    "trainer.py": """
+        class Trainer:
+            def __init__(self, guidance):
+                self.guidance = guidance
+
+            def step(self, x):
+                return self.guidance.train_step(x)
+    """,
+    "run.py": """
+        def run(fn, x):
+            return fn(x)
+    """,
+    "guidance.py": """
+        class Guidance:
+            def train_step(self, x):
+                return x * 2
+
+            def __call__(self, x):
+                return x
+    """,
+    "main.py": """
+        from guidance import Guidance
+        from run import run
+        from trainer import Trainer
+
+        def main():
+            Trainer(Guidance()).step(1)
+            run(Guidance(), 1)
+    """,
+}
+
+
+@pytest.mark.parametrize(
+    ("module", "callee", "method"),
+    [("trainer.py", "self.guidance.train_step", "train_step"), ("run.py", "fn", "__call__")],
+)
+def test_the_class_of_an_object_is_sought_only_for_a_question_a_candidate_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, callee: str, method: str
+) -> None:
+    # Seeking which classes the callers pass walks every caller in other modules; when no
+    # project method of that name mentions what the question asks about, the walk is skipped
+    # and the answer is left undecided for the next question, not kept.
+    project = build(tmp_path, _INJECTED)
+    context = context_of(project, tmp_path / module)
+    call = next(
+        node
+        for node in descendants(context.module)
+        if isinstance(node, cst.Call) and cst.Module([]).code_for_node(node.func) == callee
+    )
+    walked: list[str] = []
+    real = project._calls_elsewhere
+
+    def walking(context: ModuleContext, function: cst.FunctionDef) -> object:
+        walked.append(function.name.value)
+        return real(context, function)
+
+    monkeypatch.setattr(project, "_calls_elsewhere", walking)
+    assert project.graft(context, call, ("backward",)) is None
+    assert walked == []
+    function = project.graft(context, call)
+    assert function is not None
+    assert function.name.value == method
+    assert walked
