@@ -303,7 +303,7 @@ class Project(CallGraph):
             if record is None:
                 return None
             records.append(record)
-        mentioning = [r for r in records if not words or set(words) & set(r.words)]
+        mentioning = [r for r in records if _mentions(r, words)]
         if not mentioning or (not inferred and len(found) != 1):
             return None
         if not inferred:
@@ -429,14 +429,10 @@ class Project(CallGraph):
         """Whether a project method ``name`` connected to ``path`` mentions one of ``words``
         (any, when empty): what an object of unknown class may run when it is called so (the
         methods of its class, or of a class it inherits from, are among them)."""
-        methods = self.methods_named(path, name, generic=True)
-        if not words:
-            return bool(methods)
-        wanted = set(words)
-        for ref in methods:
+        for ref in self.methods_named(path, name, generic=True):
             summary = self.summary(ref.path)
             record = summary.function(ref.qualname) if summary else None
-            if record is None or wanted & set(record.words):
+            if record is None or _mentions(record, words):
                 return True
         return False
 
@@ -459,10 +455,9 @@ class Project(CallGraph):
         """The methods ``held.name(...)`` may run when no code states the class of ``held``:
         for a constructor parameter stored as ``self.x``, or a parameter of the function, the
         method of each class the callers pass (none if one of them is another library's or
-        lacks it); else every project method of that name (`CallGraph.methods_named`)."""
+        lacks it); else every project method of that name (`CallGraph.methods_named`). Asked
+        only once `_may_mention` has found a project method of that name."""
         path = os.path.abspath(context.path)
-        if not self.methods_named(path, name, generic=True):
-            return []  # no project class defines it: whatever the object is, none runs
         index = module_index(context)
         function = index.enclosing_function(call)
         cls = index.enclosing_class(call)
@@ -526,3 +521,9 @@ def _calls_by_line(
             if callee is not None:
                 found.setdefault((line_of[node], callee), node)
     return found
+
+
+def _mentions(record: FunctionRecord, words: tuple[str, ...]) -> bool:
+    """Whether the function ``record`` mentions one of ``words`` (any, when empty): whether it
+    has anything to graft for a question about them."""
+    return not words or not set(words).isdisjoint(record.words)
